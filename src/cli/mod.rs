@@ -1,0 +1,4 @@
+//! Command-line verbs that are more than a call into the library.
+
+pub mod crd;
+pub mod validate;

@@ -1,0 +1,160 @@
+//! Catalog reconciler: effective policy (DESIGN 5.2) and declared-registration sanity.
+//! Reachability (providers) and check rounds arrive with their own issues.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+
+use super::status::write_status_if_changed;
+use super::{Context, Error};
+use crate::crd::conditions::{self, Desired, Status};
+use crate::crd::{Catalog, CatalogStatus, ReconcilePolicy};
+use crate::policy::resolve::{CatalogView, PolicyView};
+use crate::policy::{OperatorDefaults, effective_policy};
+
+pub const CONTROLLER: &str = "catalog";
+
+pub fn policy_views(policies: &[Arc<ReconcilePolicy>]) -> Vec<PolicyView<'_>> {
+    policies
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(|p| PolicyView {
+            name: p.metadata.name.as_deref().unwrap_or_default(),
+            selector: p.spec.catalog_selector.as_ref(),
+            mode: p.spec.mode,
+            interval: &p.spec.interval,
+            enabled: p.spec.enabled,
+        })
+        .collect()
+}
+
+pub fn catalog_view(c: &Catalog) -> CatalogView<'_> {
+    static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+    CatalogView {
+        name: c.metadata.name.as_deref().unwrap_or_default(),
+        labels: c.metadata.labels.as_ref().unwrap_or(&EMPTY),
+        policy_ref: c.spec.reconcile_policy_ref.as_ref().map(|r| r.name.as_str()),
+    }
+}
+
+/// Paths of registrations that repeat an earlier (kind, schema, name).
+fn duplicate_registrations(cat: &Catalog) -> Vec<String> {
+    let mut first_seen = HashMap::new();
+    let mut dups = Vec::new();
+    for (i, r) in cat.spec.registrations.iter().enumerate() {
+        if let Some(first) = first_seen.insert((r.kind, r.schema.as_deref(), r.name.as_str()), i) {
+            dups.push(format!("spec.registrations[{i}] repeats spec.registrations[{first}]"));
+            first_seen.insert((r.kind, r.schema.as_deref(), r.name.as_str()), first);
+        }
+    }
+    dups
+}
+
+/// The whole status this controller wants, from plain inputs.
+pub fn desired_status(cat: &Catalog, policies: &[Arc<ReconcilePolicy>], defaults: &OperatorDefaults, now: &Time) -> CatalogStatus {
+    let previous = cat.status.clone().unwrap_or_default();
+    let generation = cat.metadata.generation;
+    let resolution = effective_policy(&catalog_view(cat), &policy_views(policies), defaults);
+    let dups = duplicate_registrations(cat);
+    let ready = if let Some(missing) = &resolution.missing_reference {
+        Desired::new(
+            "Ready",
+            Status::False,
+            "ReconcilePolicyNotFound",
+            format!("spec.reconcilePolicyRef names ReconcilePolicy {missing:?}, which does not exist in this namespace; periodic checks are off until it exists or the reference is removed"),
+        )
+    } else if !dups.is_empty() {
+        Desired::new("Ready", Status::False, "DuplicateRegistration", format!("{}; remove the repeated entries", dups.join("; ")))
+    } else {
+        Desired::new("Ready", Status::True, "Configured", format!("effective policy: {}", describe(&resolution.effective)))
+    };
+    // Other conditions (Reachable, RegistrationsCurrent) belong to other writers: keep them.
+    let mut desired = vec![ready];
+    let kept: Vec<_> = previous.conditions.iter().filter(|c| c.type_ != "Ready").cloned().collect();
+    let mut conds = conditions::merge(&previous.conditions, desired.drain(..).collect(), generation, now);
+    conds.extend(kept);
+    CatalogStatus {
+        observed_generation: generation,
+        conditions: conds,
+        effective_policy: Some(resolution.effective),
+        registration_count: Some(cat.spec.registrations.len() as i64),
+        ..previous
+    }
+}
+
+fn describe(p: &crate::crd::catalog::EffectivePolicy) -> String {
+    let name = p.name.as_deref().unwrap_or("operator defaults");
+    format!("{name} ({:?}, every {}, {})", p.mode, p.interval, if p.enabled { "enabled" } else { "disabled" })
+}
+
+pub async fn reconcile(cat: Arc<Catalog>, ctx: Arc<Context>) -> Result<Action, Error> {
+    if !ctx.leader.is_leading() {
+        return Ok(Action::await_change());
+    }
+    let ns = cat.namespace().ok_or(Error::MissingNamespace)?;
+    let policies = ctx.stores.policies_in(&ns);
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let desired = desired_status(&cat, &policies, &ctx.defaults, &now);
+    write_status_if_changed(&ctx, CONTROLLER, cat.as_ref(), desired).await?;
+    // A slow safety net; the policy and catalog watches drive every real change.
+    Ok(Action::requeue(Duration::from_secs(30 * 60)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::CatalogSpec;
+    use crate::crd::catalog::PolicySource;
+
+    fn catalog(yaml: &str) -> Catalog {
+        let spec: CatalogSpec = serde_yaml::from_str(yaml).unwrap();
+        let mut c = Catalog::new("hr", spec);
+        c.metadata.namespace = Some("ns".into());
+        c.metadata.generation = Some(4);
+        c
+    }
+
+    fn now() -> Time {
+        Time(k8s_openapi::jiff::Timestamp::from_second(1000).unwrap())
+    }
+
+    #[test]
+    fn a_catalog_without_policies_shows_the_operator_defaults() {
+        let c = catalog("provider: managed\nregistrations: [{kind: Schema, name: semantic}]");
+        let s = desired_status(&c, &[], &OperatorDefaults::default(), &now());
+        let p = s.effective_policy.unwrap();
+        assert_eq!((p.source, p.enabled), (PolicySource::OperatorDefault, false));
+        assert!(conditions::is_true(&s.conditions, "Ready"));
+        assert_eq!(s.registration_count, Some(1));
+    }
+
+    #[test]
+    fn repeated_registrations_are_named_by_path() {
+        let c = catalog("provider: managed\nregistrations: [{kind: Schema, name: a}, {kind: Schema, name: b}, {kind: Schema, name: a}]");
+        let s = desired_status(&c, &[], &OperatorDefaults::default(), &now());
+        let ready = conditions::find(&s.conditions, "Ready").unwrap();
+        assert_eq!(ready.reason, "DuplicateRegistration");
+        assert!(ready.message.contains("spec.registrations[2] repeats spec.registrations[0]"), "{}", ready.message);
+    }
+
+    #[test]
+    fn a_missing_referenced_policy_is_reported() {
+        let c = catalog("provider: managed\nreconcilePolicyRef: {name: strict}");
+        let s = desired_status(&c, &[], &OperatorDefaults::default(), &now());
+        assert_eq!(conditions::find(&s.conditions, "Ready").unwrap().reason, "ReconcilePolicyNotFound");
+        assert!(!s.effective_policy.unwrap().enabled);
+    }
+
+    #[test]
+    fn conditions_owned_by_other_writers_are_kept() {
+        let mut c = catalog("provider: managed");
+        let reachable = conditions::merge(&[], vec![Desired::new("Reachable", Status::True, "Connected", "")], Some(4), &now());
+        c.status = Some(CatalogStatus { conditions: reachable.clone(), ..Default::default() });
+        let s = desired_status(&c, &[], &OperatorDefaults::default(), &now());
+        assert!(s.conditions.contains(&reachable[0]));
+    }
+}

@@ -1,0 +1,173 @@
+//! Reconcilers, one per kind: each reads the shared caches, calls the pure rooms, and writes
+//! status at most once, only when it changed and only while this replica leads.
+
+pub mod catalog;
+pub mod policy;
+pub mod semantic_model;
+mod status;
+mod triggers;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::{Future, StreamExt};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event as KubeEvent, EventType, Recorder};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Client, Resource, ResourceExt};
+
+use crate::crd::{Catalog, ReconcilePolicy, SemanticModel};
+use crate::leader::LeaderHandle;
+use crate::policy::OperatorDefaults;
+use crate::telemetry::Metrics;
+
+pub use status::HasStatus;
+pub use triggers::Triggers;
+
+/// The three watch caches, shared by the controllers (and later the read API).
+#[derive(Clone)]
+pub struct Stores {
+    pub models: Store<SemanticModel>,
+    pub catalogs: Store<Catalog>,
+    pub policies: Store<ReconcilePolicy>,
+}
+
+impl Stores {
+    pub fn models_in(&self, ns: &str) -> Vec<Arc<SemanticModel>> {
+        self.models.state_filter(|m| m.metadata.namespace.as_deref() == Some(ns))
+    }
+    pub fn catalogs_in(&self, ns: &str) -> Vec<Arc<Catalog>> {
+        self.catalogs.state_filter(|c| c.metadata.namespace.as_deref() == Some(ns))
+    }
+    pub fn policies_in(&self, ns: &str) -> Vec<Arc<ReconcilePolicy>> {
+        self.policies.state_filter(|p| p.metadata.namespace.as_deref() == Some(ns))
+    }
+}
+
+/// Everything a reconcile needs.
+pub struct Context {
+    pub client: Client,
+    pub stores: Stores,
+    pub leader: LeaderHandle,
+    pub metrics: Arc<Metrics>,
+    pub recorder: Recorder,
+    pub defaults: OperatorDefaults,
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl Context {
+    pub fn new(client: Client, stores: Stores, leader: LeaderHandle, metrics: Arc<Metrics>, recorder: Recorder, defaults: OperatorDefaults) -> Self {
+        Self { client, stores, leader, metrics, recorder, defaults, failures: Mutex::default() }
+    }
+
+    /// Publishes an Event; failures are logged, never fatal (Events are best effort).
+    pub async fn publish<K: Resource<DynamicType = ()>>(&self, obj: &K, type_: EventType, reason: &str, action: &str, note: String) {
+        let event = KubeEvent { type_, reason: reason.into(), note: Some(note), action: action.into(), secondary: None };
+        match self.recorder.publish(&event, &obj.object_ref(&())).await {
+            Ok(()) => {
+                self.metrics.events_published.inc();
+            }
+            Err(e) => tracing::warn!(error = %e, reason, "could not publish event"),
+        }
+    }
+}
+
+/// Reconcile failures, each a category used as metric label and in logs.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("kubernetes API request failed: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("the object changed since it was read; retrying with the newer version")]
+    Conflict,
+    #[error("this replica lost leadership before writing")]
+    NotLeader,
+    #[error("object has no namespace")]
+    MissingNamespace,
+    #[error("could not serialize status: {0}")]
+    Serialize(#[from] serde_json::Error),
+}
+
+impl Error {
+    pub fn category(&self) -> &'static str {
+        match self {
+            Error::Kube(_) => "KubeApi",
+            Error::Conflict => "Conflict",
+            Error::NotLeader => "NotLeader",
+            Error::MissingNamespace => "MissingNamespace",
+            Error::Serialize(_) => "Serialize",
+        }
+    }
+}
+
+/// Exponential backoff per object: 1s, 2s, 4s ... capped at 5 minutes; conflicts retry at once-ish.
+pub fn backoff_delay(failures: u32, error: &Error) -> Duration {
+    match error {
+        Error::Conflict => Duration::from_millis(200),
+        Error::NotLeader => Duration::from_secs(5),
+        _ => Duration::from_secs(1u64 << failures.min(8)).min(Duration::from_secs(300)),
+    }
+}
+
+fn object_key<K: Resource<DynamicType = ()>>(obj: &K) -> String {
+    format!("{}/{}/{}", K::kind(&()), obj.namespace().unwrap_or_default(), obj.name_any())
+}
+
+pub(crate) fn error_policy<K: Resource<DynamicType = ()>>(controller: &'static str) -> impl Fn(Arc<K>, &Error, Arc<Context>) -> Action {
+    move |obj, error, ctx| {
+        let key = object_key(obj.as_ref());
+        let failures = {
+            let mut map = ctx.failures.lock().expect("failure map poisoned");
+            let n = map.entry(key.clone()).or_insert(0);
+            *n += 1;
+            *n - 1
+        };
+        let delay = backoff_delay(failures, error);
+        ctx.metrics.observe_error(controller, error.category());
+        tracing::warn!(controller, object = %key, category = error.category(), error = %error, retry_in = ?delay, "reconcile failed");
+        Action::requeue(delay)
+    }
+}
+
+/// Wraps a reconcile with timing, metrics and failure-count reset.
+pub(crate) async fn instrumented<K, F>(controller: &'static str, obj: Arc<K>, ctx: Arc<Context>, fut: F) -> Result<Action, Error>
+where
+    K: Resource<DynamicType = ()>,
+    F: Future<Output = Result<Action, Error>>,
+{
+    let started = Instant::now();
+    let result = fut.await;
+    let label = match &result {
+        Ok(a) if *a == Action::await_change() => "success",
+        Ok(_) => "requeue_after",
+        Err(_) => "error",
+    };
+    if result.is_ok() {
+        ctx.failures.lock().expect("failure map poisoned").remove(&object_key(obj.as_ref()));
+    }
+    ctx.metrics.observe_reconcile(controller, started.elapsed(), label);
+    result
+}
+
+/// Drives a controller's result stream, logging object-level outcomes at debug level.
+pub(crate) async fn drain<S, T, E>(controller: &'static str, stream: S)
+where
+    S: futures::Stream<Item = Result<T, E>>,
+    E: std::fmt::Display,
+{
+    stream
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                tracing::debug!(controller, error = %e, "controller event");
+            }
+        })
+        .await;
+}
+
+/// Refs of all objects in a store, for "reconcile everything" triggers.
+pub fn all_refs<K>(store: &Store<K>) -> Vec<ObjectRef<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    store.state().iter().map(|o| ObjectRef::from_obj(o.as_ref())).collect()
+}

@@ -1,0 +1,286 @@
+//! `Catalog`: a real data system (or a managed one) and the objects it registers (DESIGN 2).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+use super::policy::{PolicyMode, RegistrationKind};
+
+/// Largest number of registrations one Catalog may declare; status must stay well under the API
+/// server's object size limit. Larger estates split into several Catalogs.
+pub const MAX_REGISTRATIONS: usize = 5000;
+
+/// A data catalog: a PostgreSQL or MySQL/MariaDB system semops probes, or a `managed` catalog that
+/// only hosts semantic models.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "semops.io",
+    version = "v1alpha1",
+    kind = "Catalog",
+    plural = "catalogs",
+    namespaced,
+    status = "CatalogStatus",
+    shortname = "cat",
+    category = "semops",
+    doc = "A data catalog: a real system semops probes (postgresql, mysql) or a managed catalog that hosts semantic models, with the objects it registers.",
+    printcolumn(name = "Provider", type_ = "string", json_path = ".spec.provider"),
+    printcolumn(name = "Reachable", type_ = "string", json_path = ".status.conditions[?(@.type==\"Reachable\")].status"),
+    printcolumn(name = "Registrations", type_ = "integer", json_path = ".status.registrationCount"),
+    printcolumn(name = "Stale", type_ = "integer", json_path = ".status.staleCount"),
+    printcolumn(name = "Policy", type_ = "string", json_path = ".status.effectivePolicy.name"),
+    printcolumn(name = "Last Check", type_ = "date", json_path = ".status.lastCheck.finishedAt"),
+    printcolumn(name = "Ready", type_ = "string", priority = 1, json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("self.provider == 'managed' || has(self.connection)").message("spec.connection is required unless provider is managed"))]
+pub struct CatalogSpec {
+    /// Kind of system: postgresql, mysql (MySQL and MariaDB) or managed (no external system).
+    pub provider: Provider,
+    /// Free-text comment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+    /// How to reach the system. Never holds secrets inline: credentials come from a Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection: Option<Connection>,
+    /// Objects this catalog registers, with the metadata to attach. At most 5000 entries.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 5000))]
+    pub registrations: Vec<Registration>,
+    /// Per-catalog ReconcilePolicy; overrides selector-based and namespace-wide policies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reconcile_policy_ref: Option<PolicyRef>,
+}
+
+/// Kind of data system behind a Catalog.
+#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum Provider {
+    /// PostgreSQL (probed through pg_catalog).
+    Postgresql,
+    /// MySQL or MariaDB (probed through information_schema).
+    Mysql,
+    /// No external system; hosts semantic models only and is never probed.
+    Managed,
+}
+
+/// Connection settings of a probed catalog.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Connection {
+    /// Host name or address of the server.
+    #[schemars(length(min = 1, max = 253))]
+    pub host: String,
+    /// TCP port of the server.
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: u16,
+    /// Database to connect to (PostgreSQL: the database holding the schemas; MySQL: optional).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub database: Option<String>,
+    /// TLS mode: disable, prefer, require, verify-ca or verify-full.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssl_mode: Option<SslMode>,
+    /// Secret in this namespace holding the user name and password.
+    pub credentials_secret_ref: CredentialsSecretRef,
+}
+
+/// TLS mode of a catalog connection.
+#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum SslMode {
+    Disable,
+    #[default]
+    Prefer,
+    Require,
+    VerifyCa,
+    VerifyFull,
+}
+
+/// Reference to the Secret with a catalog's credentials.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CredentialsSecretRef {
+    /// Secret name, in the Catalog's namespace.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// Key of the user name in the Secret.
+    #[serde(default = "default_username_key")]
+    pub username_key: String,
+    /// Key of the password in the Secret.
+    #[serde(default = "default_password_key")]
+    pub password_key: String,
+}
+
+fn default_username_key() -> String {
+    "username".into()
+}
+fn default_password_key() -> String {
+    "password".into()
+}
+
+/// One object registered by a catalog, with its metadata.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("self.kind == 'Schema' ? !has(self.schema) : has(self.schema)").message("schema is required for Table, View and Topic registrations and not allowed for Schema registrations"))]
+pub struct Registration {
+    /// Kind of object: Schema, Table, View or Topic.
+    pub kind: RegistrationKind,
+    /// Schema holding the object (not set for Schema registrations).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 256))]
+    pub schema: Option<String>,
+    /// Exact, case-sensitive object name.
+    #[schemars(length(min = 1, max = 256))]
+    pub name: String,
+    /// Owner to attach.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256))]
+    pub owner: Option<String>,
+    /// Tags to attach.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub tags: Vec<String>,
+    /// String properties to attach.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "crate::crd::schema::string_map")]
+    pub properties: BTreeMap<String, String>,
+}
+
+/// Reference to a ReconcilePolicy in the same namespace.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyRef {
+    /// ReconcilePolicy name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+}
+
+/// Observed state of a Catalog.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct CatalogStatus {
+    /// Generation of the spec this status was computed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Current state: Ready, Reachable, RegistrationsCurrent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+    /// The ReconcilePolicy settings in force for this catalog, and where they came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effective_policy: Option<EffectivePolicy>,
+    /// The last stale-registration check round.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_check: Option<LastCheck>,
+    /// When the next periodic check is due; survives operator restarts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_check_at: Option<Time>,
+    /// Number of declared registrations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registration_count: Option<i64>,
+    /// Number of registrations currently Stale.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale_count: Option<i64>,
+    /// Recorded native id and state of each declared registration.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub registrations: Vec<RegistrationStatus>,
+}
+
+/// Where the effective policy of a Catalog came from.
+#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PolicySource {
+    /// `spec.reconcilePolicyRef`.
+    Reference,
+    /// A policy whose non-empty catalogSelector matches the Catalog's labels.
+    Selector,
+    /// The namespace policy with an empty selector.
+    Namespace,
+    /// The operator-wide defaults (flags / helm values).
+    OperatorDefault,
+}
+
+/// The policy settings in force for a Catalog.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct EffectivePolicy {
+    /// Name of the ReconcilePolicy; absent for operator defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Which rule chose it.
+    pub source: PolicySource,
+    /// ReportOnly or AutoRemove.
+    pub mode: PolicyMode,
+    /// Time between periodic checks.
+    pub interval: String,
+    /// Whether periodic checks run.
+    pub enabled: bool,
+}
+
+/// Summary of one check round.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct LastCheck {
+    /// When the round started.
+    pub started_at: Time,
+    /// When the round finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<Time>,
+    /// What started it: `periodic`, `annotation:<token>` or `api`.
+    pub trigger: String,
+    /// Completed, CatalogUnreachable or Skipped.
+    pub result: CheckResult,
+    /// Objects probed.
+    pub probed: i64,
+    /// Registrations found stale.
+    pub stale: i64,
+    /// Registrations found renamed.
+    pub renamed: i64,
+    /// Registrations removed.
+    pub removed: i64,
+}
+
+/// Outcome of a check round.
+#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CheckResult {
+    Completed,
+    CatalogUnreachable,
+    Skipped,
+}
+
+/// State of one declared registration.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RegistrationStatus {
+    /// Kind of object.
+    pub kind: RegistrationKind,
+    /// Schema holding the object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
+    /// Declared name.
+    pub name: String,
+    /// Recorded native id (survives renames, changes on drop + create).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Live, Stale, Renamed or Removed.
+    pub state: RegistrationState,
+    /// When the registration entered this state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<Time>,
+    /// For Renamed: the object's current name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renamed_to: Option<String>,
+    /// For Removed: when it was removed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removed_at: Option<Time>,
+}
+
+/// Lifecycle state of a registration.
+#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RegistrationState {
+    Live,
+    Stale,
+    Renamed,
+    Removed,
+}

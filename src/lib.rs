@@ -1,0 +1,16 @@
+//! semops: a Kubernetes operator that governs semantic-layer metadata.
+//!
+//! Rooms (see docs/architecture.md): `crd` (types), `ossie` (grammar), `model` and `policy`
+//! (pure decisions), `controller` (reconcilers), `leader`, `telemetry`, `server`, `run`, `cli`.
+#![forbid(unsafe_code)]
+
+pub mod cli;
+pub mod controller;
+pub mod crd;
+pub mod leader;
+pub mod model;
+pub mod ossie;
+pub mod policy;
+pub mod run;
+pub mod server;
+pub mod telemetry;

@@ -1,0 +1,175 @@
+//! The `semops` binary: operator, CRD generator and offline validator.
+#![forbid(unsafe_code)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use tokio_util::sync::CancellationToken;
+
+use semops::crd::policy::PolicyMode;
+use semops::leader::LeaseTimings;
+use semops::policy::OperatorDefaults;
+use semops::run::{RunConfig, cancel_on_signals, run};
+use semops::telemetry::{LogFormat, init_logging};
+
+#[derive(Parser)]
+#[command(name = "semops", version, about = "Governs semantic-layer metadata on Kubernetes")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the controllers and the probe/metrics server.
+    Run(RunArgs),
+    /// Print the CustomResourceDefinitions (or write one file per kind with --output-dir).
+    Crd {
+        #[arg(long)]
+        output_dir: Option<PathBuf>,
+    },
+    /// Check manifests offline (contract and model-local rules); exit code 1 on any problem.
+    Validate {
+        /// Files or directories of YAML manifests.
+        #[arg(short = 'f', long = "filename", required = true)]
+        paths: Vec<PathBuf>,
+    },
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Address of /healthz, /readyz and /metrics.
+    #[arg(long, env = "SEMOPS_PROBE_ADDR", default_value = "0.0.0.0:8080")]
+    probe_addr: SocketAddr,
+    /// Elect a leader through a Lease; only the leader writes.
+    #[arg(long, env = "SEMOPS_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
+    leader_elect: bool,
+    /// Namespace of the Lease (defaults to the pod's namespace).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "semops-system")]
+    lease_namespace: String,
+    #[arg(long, default_value = "semops-leader")]
+    lease_name: String,
+    /// Identity in the Lease (defaults to the pod name, else host name and process id).
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+    /// Lease duration in seconds (renew deadline is 2/3 of it).
+    #[arg(long, default_value_t = 15)]
+    lease_duration_seconds: u64,
+    /// Operator-wide default for periodic stale-registration checks.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    default_checks_enabled: bool,
+    /// Operator-wide default mode.
+    #[arg(long, default_value = "ReportOnly", value_parser = parse_mode)]
+    default_mode: PolicyMode,
+    /// Operator-wide default interval (Go duration, at least 1m).
+    #[arg(long, default_value = "1h", value_parser = parse_interval)]
+    default_interval: String,
+    /// Reconciles in flight per controller.
+    #[arg(long, default_value_t = 16)]
+    concurrency: u16,
+    #[arg(long, value_enum, env = "SEMOPS_LOG_FORMAT", default_value = "text")]
+    log_format: LogFormat,
+}
+
+fn parse_mode(s: &str) -> Result<PolicyMode, String> {
+    match s {
+        "ReportOnly" => Ok(PolicyMode::ReportOnly),
+        "AutoRemove" => Ok(PolicyMode::AutoRemove),
+        _ => Err("expected ReportOnly or AutoRemove".into()),
+    }
+}
+
+fn parse_interval(s: &str) -> Result<String, String> {
+    let d = semops::policy::duration::parse(s).map_err(|e| e.to_string())?;
+    if d.as_secs() < 60 {
+        return Err("must be at least 1m".into());
+    }
+    Ok(s.to_string())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Crd { output_dir: None } => {
+            print!("{}", semops::cli::crd::render_all());
+            ExitCode::SUCCESS
+        }
+        Command::Crd { output_dir: Some(dir) } => match semops::cli::crd::write_dir(&dir) {
+            Ok(files) => {
+                files.iter().for_each(|f| eprintln!("wrote {f}"));
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: cannot write CRDs into {}: {e}", dir.display());
+                ExitCode::from(2)
+            }
+        },
+        Command::Validate { paths } => validate(&paths),
+        Command::Run(args) => match run_operator(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}
+
+fn validate(paths: &[PathBuf]) -> ExitCode {
+    use semops::cli::validate::{check, collect_files, parse_file};
+    let mut findings = Vec::new();
+    let mut docs = Vec::new();
+    for path in paths {
+        let files = match collect_files(path) {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("error: cannot read {}: {e}", path.display());
+                return ExitCode::from(2);
+            }
+        };
+        for file in files {
+            match std::fs::read_to_string(&file) {
+                Ok(text) => docs.extend(parse_file(&file, &text, &mut findings)),
+                Err(e) => {
+                    eprintln!("error: cannot read {}: {e}", file.display());
+                    return ExitCode::from(2);
+                }
+            }
+        }
+    }
+    findings.extend(check(&docs));
+    for f in &findings {
+        println!("{f}");
+    }
+    eprintln!("{} semops object(s) checked, {} problem(s)", docs.len(), findings.len());
+    if findings.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) }
+}
+
+fn run_operator(args: RunArgs) -> anyhow::Result<()> {
+    init_logging(args.log_format);
+    let identity = args.identity.clone().unwrap_or_else(|| {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_else(|_| "semops".into());
+        format!("{host}-{}", std::process::id())
+    });
+    let lease = std::time::Duration::from_secs(args.lease_duration_seconds.max(3));
+    let cfg = RunConfig {
+        probe_addr: args.probe_addr,
+        leader_election: args.leader_elect,
+        lease_namespace: args.lease_namespace,
+        lease_name: args.lease_name,
+        identity,
+        lease_timings: LeaseTimings { lease_duration: lease, renew_deadline: lease * 2 / 3, retry_period: (lease / 7).max(std::time::Duration::from_millis(500)) },
+        defaults: OperatorDefaults { enabled: args.default_checks_enabled, mode: args.default_mode, interval: args.default_interval },
+        concurrency: args.concurrency,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let client = kube::Client::try_default().await.context("connecting to Kubernetes (KUBECONFIG or in-cluster config)")?;
+        let token = CancellationToken::new();
+        cancel_on_signals(token.clone());
+        run(client, cfg, token).await.context("serving probes")
+    })
+}

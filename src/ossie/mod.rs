@@ -1,0 +1,5 @@
+//! Apache Ossie interchange: the source reference grammar (and, later, import/export).
+
+pub mod source_ref;
+
+pub use source_ref::{SourceRef, SourceRefError};

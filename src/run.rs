@@ -1,0 +1,183 @@
+//! `semops run`: one watch per kind into shared caches, the leader elector, three controllers and
+//! the probe/metrics server, all stopped by one cancellation token.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use kube::api::Api;
+use kube::runtime::controller::{Config as ControllerConfig, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, store::Writer};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::{WatchStreamExt, watcher as make_watcher};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
+
+use crate::controller::{self, Context, Stores, Triggers, catalog, policy, semantic_model};
+use crate::crd::{Catalog, ReconcilePolicy, SemanticModel};
+use crate::leader::{Elector, LeaderHandle, LeaseTimings};
+use crate::policy::OperatorDefaults;
+use crate::server;
+use crate::telemetry::Metrics;
+
+/// Settings of one operator process.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    pub probe_addr: SocketAddr,
+    pub leader_election: bool,
+    pub lease_namespace: String,
+    pub lease_name: String,
+    pub identity: String,
+    pub lease_timings: LeaseTimings,
+    pub defaults: OperatorDefaults,
+    pub concurrency: u16,
+}
+
+/// Subscriber buffer of each shared cache; the reflector waits when a controller lags this far.
+const SHARED_BUFFER: usize = 4096;
+
+fn watch_kind<K>(
+    client: &Client,
+    writer: Writer<K>,
+    tap: impl Fn(&Event<K>) + Send + 'static,
+) -> impl std::future::Future<Output = ()> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
+    let api: Api<K> = Api::all(client.clone());
+    make_watcher(api, watcher::Config::default())
+        .default_backoff()
+        // managedFields are a large share of each object and nothing here reads them.
+        .modify(|o| o.meta_mut().managed_fields = None)
+        .inspect_ok(move |e| tap(e))
+        .reflect_shared(writer)
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                tracing::warn!(kind = %K::kind(&()), error = %e, "watch failed; retrying with backoff");
+            }
+        })
+}
+
+/// Runs until `shutdown` is cancelled.
+pub async fn run(client: Client, cfg: RunConfig, shutdown: CancellationToken) -> Result<(), std::io::Error> {
+    let metrics = Arc::new(Metrics::default());
+    let ready = Arc::new(AtomicBool::new(false));
+
+    let (models, models_writer) = reflector::store_shared::<SemanticModel>(SHARED_BUFFER);
+    let (catalogs, catalogs_writer) = reflector::store_shared::<Catalog>(SHARED_BUFFER);
+    let (policies, policies_writer) = reflector::store_shared::<ReconcilePolicy>(SHARED_BUFFER);
+    let stores = Stores { models: models.clone(), catalogs: catalogs.clone(), policies: policies.clone() };
+    let models_sub = models_writer.subscribe().expect("shared store");
+    let catalogs_sub = catalogs_writer.subscribe().expect("shared store");
+    let policies_sub = policies_writer.subscribe().expect("shared store");
+
+    let (triggers, receivers) = Triggers::new();
+    let (t, s) = (triggers.clone(), stores.clone());
+    tokio::spawn(watch_kind(&client, models_writer, move |e| t.on_model(e, &s)));
+    let (t, s) = (triggers.clone(), stores.clone());
+    tokio::spawn(watch_kind(&client, catalogs_writer, move |e| t.on_catalog(e, &s)));
+    let (t, s) = (triggers.clone(), stores.clone());
+    tokio::spawn(watch_kind(&client, policies_writer, move |e| t.on_policy(e, &s)));
+
+    {
+        let (ready, stores) = (ready.clone(), stores.clone());
+        tokio::spawn(async move {
+            let synced = tokio::try_join!(stores.models.wait_until_ready(), stores.catalogs.wait_until_ready(), stores.policies.wait_until_ready());
+            if synced.is_ok() {
+                tracing::info!("caches synced; ready");
+                ready.store(true, Ordering::Release);
+            }
+        });
+    }
+
+    let leader = if cfg.leader_election {
+        let api = Api::namespaced(client.clone(), &cfg.lease_namespace);
+        let (elector, handle) = Elector::new(api, &cfg.lease_name, &cfg.identity, cfg.lease_timings.clone());
+        let token = shutdown.clone();
+        tokio::spawn(async move { elector.run(token.cancelled_owned()).await });
+        handle
+    } else {
+        LeaderHandle::always()
+    };
+    {
+        let (leader, metrics, token) = (leader.clone(), metrics.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            while !token.is_cancelled() {
+                metrics.is_leader.set(i64::from(leader.is_leading()));
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        });
+    }
+
+    let recorder = Recorder::new(client.clone(), Reporter { controller: "semops".into(), instance: Some(cfg.identity.clone()) });
+    let ctx = Arc::new(Context::new(client.clone(), stores, leader.clone(), metrics.clone(), recorder, cfg.defaults.clone()));
+    let config = ControllerConfig::default().concurrency(cfg.concurrency);
+
+    let models_ctl = Controller::for_shared_stream(models_sub, models)
+        .with_config(config.clone())
+        .reconcile_on(receivers.models)
+        .reconcile_all_on(leader.on_acquired())
+        .graceful_shutdown_on(shutdown.clone().cancelled_owned())
+        .run(
+            |o, c| controller::instrumented(semantic_model::CONTROLLER, o.clone(), c.clone(), semantic_model::reconcile(o, c)),
+            controller::error_policy(semantic_model::CONTROLLER),
+            ctx.clone(),
+        );
+    let catalogs_ctl = Controller::for_shared_stream(catalogs_sub, catalogs)
+        .with_config(config.clone())
+        .reconcile_on(receivers.catalogs)
+        .reconcile_all_on(leader.on_acquired())
+        .graceful_shutdown_on(shutdown.clone().cancelled_owned())
+        .run(
+            |o, c| controller::instrumented(catalog::CONTROLLER, o.clone(), c.clone(), catalog::reconcile(o, c)),
+            controller::error_policy(catalog::CONTROLLER),
+            ctx.clone(),
+        );
+    let policies_ctl = Controller::for_shared_stream(policies_sub, policies)
+        .with_config(config)
+        .reconcile_on(receivers.policies)
+        .reconcile_all_on(leader.on_acquired())
+        .graceful_shutdown_on(shutdown.clone().cancelled_owned())
+        .run(
+            |o, c| controller::instrumented(policy::CONTROLLER, o.clone(), c.clone(), policy::reconcile(o, c)),
+            controller::error_policy(policy::CONTROLLER),
+            ctx.clone(),
+        );
+
+    let listener = tokio::net::TcpListener::bind(cfg.probe_addr).await?;
+    tracing::info!(addr = %listener.local_addr()?, "serving /healthz, /readyz, /metrics");
+    let server = server::serve(listener, server::ProbeState { ready, metrics }, shutdown.clone());
+
+    let ((), (), (), served) = tokio::join!(
+        controller::drain(semantic_model::CONTROLLER, models_ctl),
+        controller::drain(catalog::CONTROLLER, catalogs_ctl),
+        controller::drain(policy::CONTROLLER, policies_ctl),
+        server,
+    );
+    // Give the elector a moment to release the lease so a standby takes over at once.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    tracing::info!("stopped");
+    served
+}
+
+/// Cancels `token` on SIGINT or SIGTERM.
+pub fn cancel_on_signals(token: CancellationToken) {
+    tokio::spawn(async move {
+        let ctrl_c = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        let term = async {
+            if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                s.recv().await;
+            }
+        };
+        #[cfg(not(unix))]
+        let term = std::future::pending::<()>();
+        tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+        tracing::info!("shutdown requested");
+        token.cancel();
+    });
+}

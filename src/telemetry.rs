@@ -1,0 +1,126 @@
+//! Prometheus metrics (controller-runtime names so existing dashboards work) and log setup.
+
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ControllerLabel {
+    pub controller: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    pub controller: String,
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabels {
+    pub controller: String,
+    pub category: String,
+}
+
+/// All metrics of one operator process.
+pub struct Metrics {
+    pub registry: Registry,
+    pub reconcile_total: Family<ResultLabels, Counter>,
+    pub reconcile_errors: Family<ControllerLabel, Counter>,
+    pub reconcile_time: Family<ControllerLabel, Histogram>,
+    pub status_writes: Family<ControllerLabel, Counter>,
+    pub errors_by_category: Family<ErrorLabels, Counter>,
+    pub is_leader: Gauge<i64, std::sync::atomic::AtomicI64>,
+    pub events_published: Counter<u64, AtomicU64>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::default();
+        let reconcile_total = Family::<ResultLabels, Counter>::default();
+        let reconcile_errors = Family::<ControllerLabel, Counter>::default();
+        let reconcile_time = Family::<ControllerLabel, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+        });
+        let status_writes = Family::<ControllerLabel, Counter>::default();
+        let errors_by_category = Family::<ErrorLabels, Counter>::default();
+        let is_leader = Gauge::default();
+        let events_published = Counter::default();
+        // controller-runtime's exact names: the registry adds `_total` to counters.
+        registry.register("controller_runtime_reconcile", "Total number of reconciliations per controller", reconcile_total.clone());
+        registry.register("controller_runtime_reconcile_errors", "Total number of reconciliation errors per controller", reconcile_errors.clone());
+        registry.register("controller_runtime_reconcile_time_seconds", "Length of time per reconciliation per controller", reconcile_time.clone());
+        registry.register("leader_election_master_status", "1 while this replica leads, else 0", is_leader.clone());
+        registry.register("semops_status_writes", "Status writes sent to the API server per controller", status_writes.clone());
+        registry.register("semops_reconcile_errors_by_category", "Reconcile errors per controller and error category", errors_by_category.clone());
+        registry.register("semops_events_published", "Kubernetes Events published", events_published.clone());
+        Self { registry, reconcile_total, reconcile_errors, reconcile_time, status_writes, errors_by_category, is_leader, events_published }
+    }
+}
+
+impl Metrics {
+    pub fn observe_reconcile(&self, controller: &str, elapsed: Duration, result: &str) {
+        self.reconcile_total.get_or_create(&ResultLabels { controller: controller.into(), result: result.into() }).inc();
+        self.reconcile_time.get_or_create(&ControllerLabel { controller: controller.into() }).observe(elapsed.as_secs_f64());
+    }
+
+    pub fn observe_error(&self, controller: &str, category: &str) {
+        self.reconcile_errors.get_or_create(&ControllerLabel { controller: controller.into() }).inc();
+        self.errors_by_category.get_or_create(&ErrorLabels { controller: controller.into(), category: category.into() }).inc();
+    }
+
+    pub fn observe_status_write(&self, controller: &str) {
+        self.status_writes.get_or_create(&ControllerLabel { controller: controller.into() }).inc();
+    }
+
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        out
+    }
+}
+
+/// Log format of `semops run`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Installs the tracing subscriber; `RUST_LOG` overrides the default level.
+pub fn init_logging(format: LogFormat) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,kube_runtime=warn,kube_client=warn"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metric_names_match_controller_runtime() {
+        let m = Metrics::default();
+        m.observe_reconcile("semanticmodel", Duration::from_millis(3), "success");
+        m.observe_error("semanticmodel", "Kube");
+        m.observe_status_write("semanticmodel");
+        let text = m.encode();
+        for name in [
+            "controller_runtime_reconcile_total{controller=\"semanticmodel\",result=\"success\"} 1",
+            "controller_runtime_reconcile_errors_total{controller=\"semanticmodel\"} 1",
+            "controller_runtime_reconcile_time_seconds_bucket",
+            "semops_status_writes_total{controller=\"semanticmodel\"} 1",
+        ] {
+            assert!(text.contains(name), "missing {name} in\n{text}");
+        }
+    }
+}
