@@ -23,7 +23,11 @@ pub struct LeaseTimings {
 
 impl Default for LeaseTimings {
     fn default() -> Self {
-        Self { lease_duration: Duration::from_secs(15), renew_deadline: Duration::from_secs(10), retry_period: Duration::from_secs(2) }
+        Self {
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
     }
 }
 
@@ -36,7 +40,9 @@ pub struct LeaderHandle {
 impl LeaderHandle {
     /// A handle that always leads (single-process tools and tests without election).
     pub fn always() -> Self {
-        let (tx, rx) = watch::channel(Some(Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600)));
+        let (tx, rx) = watch::channel(Some(
+            Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600),
+        ));
         std::mem::forget(tx); // keep the sender alive so the value never changes
         Self { deadline: rx }
     }
@@ -76,7 +82,12 @@ pub enum Decision {
 }
 
 /// Pure decision from the record and how long it has been unchanged in our eyes.
-pub fn decide(holder: Option<&str>, me: &str, unchanged_for: Duration, lease_duration: Duration) -> Decision {
+pub fn decide(
+    holder: Option<&str>,
+    me: &str,
+    unchanged_for: Duration,
+    lease_duration: Duration,
+) -> Decision {
     match holder {
         Some(h) if h == me => Decision::Renew,
         None | Some("") => Decision::Acquire,
@@ -95,9 +106,23 @@ pub struct Elector {
 }
 
 impl Elector {
-    pub fn new(api: Api<Lease>, name: impl Into<String>, identity: impl Into<String>, timings: LeaseTimings) -> (Self, LeaderHandle) {
+    pub fn new(
+        api: Api<Lease>,
+        name: impl Into<String>,
+        identity: impl Into<String>,
+        timings: LeaseTimings,
+    ) -> (Self, LeaderHandle) {
         let (tx, rx) = watch::channel(None);
-        (Self { api, name: name.into(), identity: identity.into(), timings, tx }, LeaderHandle { deadline: rx })
+        (
+            Self {
+                api,
+                name: name.into(),
+                identity: identity.into(),
+                timings,
+                tx,
+            },
+            LeaderHandle { deadline: rx },
+        )
     }
 
     pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
@@ -109,7 +134,8 @@ impl Elector {
             match self.try_once(&mut observed).await {
                 Ok(true) => {
                     let was_leading = self.tx.borrow().is_some();
-                    self.tx.send_replace(Some(attempt_started + self.timings.renew_deadline));
+                    self.tx
+                        .send_replace(Some(attempt_started + self.timings.renew_deadline));
                     if !was_leading {
                         tracing::info!(lease = %self.name, identity = %self.identity, "became leader");
                     }
@@ -137,12 +163,18 @@ impl Elector {
     }
 
     /// One read-decide-write round; Ok(true) when we hold the lease afterwards.
-    async fn try_once(&self, observed: &mut Option<(String, Instant)>) -> Result<bool, kube::Error> {
+    async fn try_once(
+        &self,
+        observed: &mut Option<(String, Instant)>,
+    ) -> Result<bool, kube::Error> {
         let now_wall = MicroTime(k8s_openapi::jiff::Timestamp::now());
         let secs = self.timings.lease_duration.as_secs() as i32;
         let Some(lease) = self.api.get_opt(&self.name).await? else {
             let lease = Lease {
-                metadata: ObjectMeta { name: Some(self.name.clone()), ..Default::default() },
+                metadata: ObjectMeta {
+                    name: Some(self.name.clone()),
+                    ..Default::default()
+                },
                 spec: Some(LeaseSpec {
                     holder_identity: Some(self.identity.clone()),
                     lease_duration_seconds: Some(secs),
@@ -168,7 +200,12 @@ impl Elector {
             }
         };
         let holder = spec.holder_identity.as_deref();
-        let decision = decide(holder, &self.identity, since.elapsed(), self.timings.lease_duration);
+        let decision = decide(
+            holder,
+            &self.identity,
+            since.elapsed(),
+            self.timings.lease_duration,
+        );
         if decision == Decision::Wait {
             return Ok(false);
         }
@@ -182,7 +219,11 @@ impl Elector {
         s.lease_duration_seconds = Some(secs);
         s.renew_time = Some(now_wall);
         // `replace` carries the resourceVersion we read: a concurrent winner makes this a 409.
-        match self.api.replace(&self.name, &PostParams::default(), &next).await {
+        match self
+            .api
+            .replace(&self.name, &PostParams::default(), &next)
+            .await
+        {
             Ok(_) => Ok(true),
             Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
             Err(e) => Err(e),
@@ -201,7 +242,11 @@ impl Elector {
         {
             spec.holder_identity = None;
             spec.lease_duration_seconds = Some(1);
-            match self.api.replace(&self.name, &PostParams::default(), &lease).await {
+            match self
+                .api
+                .replace(&self.name, &PostParams::default(), &lease)
+                .await
+            {
                 Ok(_) => tracing::info!(lease = %self.name, "released lease"),
                 Err(e) => tracing::warn!(lease = %self.name, error = %e, "could not release lease"),
             }
@@ -226,7 +271,11 @@ mod tests {
             (Some("other"), LEASE, Decision::Acquire),
         ];
         for (holder, unchanged, want) in cases {
-            assert_eq!(decide(holder, "me", unchanged, LEASE), want, "{holder:?} {unchanged:?}");
+            assert_eq!(
+                decide(holder, "me", unchanged, LEASE),
+                want,
+                "{holder:?} {unchanged:?}"
+            );
         }
     }
 
@@ -242,7 +291,10 @@ mod tests {
         let handle = LeaderHandle { deadline: rx };
         assert!(handle.is_leading());
         tokio::time::sleep(Duration::from_millis(30)).await;
-        assert!(!handle.is_leading(), "an expired deadline must stop writes even before the loop notices");
+        assert!(
+            !handle.is_leading(),
+            "an expired deadline must stop writes even before the loop notices"
+        );
         drop(tx);
     }
 }

@@ -16,7 +16,11 @@ use semops::run::{RunConfig, cancel_on_signals, run};
 use semops::telemetry::{LogFormat, init_logging};
 
 #[derive(Parser)]
-#[command(name = "semops", version, about = "Governs semantic-layer metadata on Kubernetes")]
+#[command(
+    name = "semops",
+    version,
+    about = "Governs semantic-layer metadata on Kubernetes"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -97,7 +101,9 @@ fn main() -> ExitCode {
             print!("{}", semops::cli::crd::render_all());
             ExitCode::SUCCESS
         }
-        Command::Crd { output_dir: Some(dir) } => match semops::cli::crd::write_dir(&dir) {
+        Command::Crd {
+            output_dir: Some(dir),
+        } => match semops::cli::crd::write_dir(&dir) {
             Ok(files) => {
                 files.iter().for_each(|f| eprintln!("wrote {f}"));
                 ExitCode::SUCCESS
@@ -144,14 +150,24 @@ fn validate(paths: &[PathBuf]) -> ExitCode {
     for f in &findings {
         println!("{f}");
     }
-    eprintln!("{} semops object(s) checked, {} problem(s)", docs.len(), findings.len());
-    if findings.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) }
+    eprintln!(
+        "{} semops object(s) checked, {} problem(s)",
+        docs.len(),
+        findings.len()
+    );
+    if findings.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
 }
 
 fn run_operator(args: RunArgs) -> anyhow::Result<()> {
     init_logging(args.log_format);
     let identity = args.identity.clone().unwrap_or_else(|| {
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_else(|_| "semops".into());
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "semops".into());
         format!("{host}-{}", std::process::id())
     });
     let lease = std::time::Duration::from_secs(args.lease_duration_seconds.max(3));
@@ -161,13 +177,26 @@ fn run_operator(args: RunArgs) -> anyhow::Result<()> {
         lease_namespace: args.lease_namespace,
         lease_name: args.lease_name,
         identity,
-        lease_timings: LeaseTimings { lease_duration: lease, renew_deadline: lease * 2 / 3, retry_period: (lease / 7).max(std::time::Duration::from_millis(500)) },
-        defaults: OperatorDefaults { enabled: args.default_checks_enabled, mode: args.default_mode, interval: args.default_interval },
+        lease_timings: LeaseTimings {
+            lease_duration: lease,
+            renew_deadline: lease * 2 / 3,
+            retry_period: (lease / 7).max(std::time::Duration::from_millis(500)),
+        },
+        defaults: OperatorDefaults {
+            enabled: args.default_checks_enabled,
+            mode: args.default_mode,
+            interval: args.default_interval,
+        },
         concurrency: args.concurrency,
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
     runtime.block_on(async move {
-        let client = kube::Client::try_default().await.context("connecting to Kubernetes (KUBECONFIG or in-cluster config)")?;
+        let client = kube::Client::try_default()
+            .await
+            .context("connecting to Kubernetes (KUBECONFIG or in-cluster config)")?;
         let token = CancellationToken::new();
         cancel_on_signals(token.clone());
         run(client, cfg, token).await.context("serving probes")

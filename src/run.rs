@@ -46,7 +46,13 @@ fn watch_kind<K>(
     tap: impl Fn(&Event<K>) + Send + 'static,
 ) -> impl std::future::Future<Output = ()> + Send + 'static
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
 {
     let api: Api<K> = Api::all(client.clone());
     make_watcher(api, watcher::Config::default())
@@ -62,31 +68,64 @@ where
         })
 }
 
+/// Waits until a store has its first full list. kube's readiness signal wakes only the most
+/// recent waiter (the controller also waits on it), so poll with short timeouts.
+async fn wait_synced<K>(store: &reflector::Store<K>) -> Result<(), reflector::store::WriterDropped>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    loop {
+        if let Ok(result) =
+            tokio::time::timeout(Duration::from_millis(200), store.wait_until_ready()).await
+        {
+            return result;
+        }
+    }
+}
+
 /// Runs until `shutdown` is cancelled.
-pub async fn run(client: Client, cfg: RunConfig, shutdown: CancellationToken) -> Result<(), std::io::Error> {
+pub async fn run(
+    client: Client,
+    cfg: RunConfig,
+    shutdown: CancellationToken,
+) -> Result<(), std::io::Error> {
     let metrics = Arc::new(Metrics::default());
     let ready = Arc::new(AtomicBool::new(false));
 
     let (models, models_writer) = reflector::store_shared::<SemanticModel>(SHARED_BUFFER);
     let (catalogs, catalogs_writer) = reflector::store_shared::<Catalog>(SHARED_BUFFER);
     let (policies, policies_writer) = reflector::store_shared::<ReconcilePolicy>(SHARED_BUFFER);
-    let stores = Stores { models: models.clone(), catalogs: catalogs.clone(), policies: policies.clone() };
+    let stores = Stores {
+        models: models.clone(),
+        catalogs: catalogs.clone(),
+        policies: policies.clone(),
+    };
     let models_sub = models_writer.subscribe().expect("shared store");
     let catalogs_sub = catalogs_writer.subscribe().expect("shared store");
     let policies_sub = policies_writer.subscribe().expect("shared store");
 
     let (triggers, receivers) = Triggers::new();
     let (t, s) = (triggers.clone(), stores.clone());
-    tokio::spawn(watch_kind(&client, models_writer, move |e| t.on_model(e, &s)));
+    tokio::spawn(watch_kind(&client, models_writer, move |e| {
+        t.on_model(e, &s)
+    }));
     let (t, s) = (triggers.clone(), stores.clone());
-    tokio::spawn(watch_kind(&client, catalogs_writer, move |e| t.on_catalog(e, &s)));
+    tokio::spawn(watch_kind(&client, catalogs_writer, move |e| {
+        t.on_catalog(e, &s)
+    }));
     let (t, s) = (triggers.clone(), stores.clone());
-    tokio::spawn(watch_kind(&client, policies_writer, move |e| t.on_policy(e, &s)));
+    tokio::spawn(watch_kind(&client, policies_writer, move |e| {
+        t.on_policy(e, &s)
+    }));
 
     {
         let (ready, stores) = (ready.clone(), stores.clone());
         tokio::spawn(async move {
-            let synced = tokio::try_join!(stores.models.wait_until_ready(), stores.catalogs.wait_until_ready(), stores.policies.wait_until_ready());
+            let synced = tokio::try_join!(
+                wait_synced(&stores.models),
+                wait_synced(&stores.catalogs),
+                wait_synced(&stores.policies)
+            );
             if synced.is_ok() {
                 tracing::info!("caches synced; ready");
                 ready.store(true, Ordering::Release);
@@ -96,7 +135,12 @@ pub async fn run(client: Client, cfg: RunConfig, shutdown: CancellationToken) ->
 
     let leader = if cfg.leader_election {
         let api = Api::namespaced(client.clone(), &cfg.lease_namespace);
-        let (elector, handle) = Elector::new(api, &cfg.lease_name, &cfg.identity, cfg.lease_timings.clone());
+        let (elector, handle) = Elector::new(
+            api,
+            &cfg.lease_name,
+            &cfg.identity,
+            cfg.lease_timings.clone(),
+        );
         let token = shutdown.clone();
         tokio::spawn(async move { elector.run(token.cancelled_owned()).await });
         handle
@@ -113,8 +157,21 @@ pub async fn run(client: Client, cfg: RunConfig, shutdown: CancellationToken) ->
         });
     }
 
-    let recorder = Recorder::new(client.clone(), Reporter { controller: "semops".into(), instance: Some(cfg.identity.clone()) });
-    let ctx = Arc::new(Context::new(client.clone(), stores, leader.clone(), metrics.clone(), recorder, cfg.defaults.clone()));
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "semops".into(),
+            instance: Some(cfg.identity.clone()),
+        },
+    );
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        stores,
+        leader.clone(),
+        metrics.clone(),
+        recorder,
+        cfg.defaults.clone(),
+    ));
     let config = ControllerConfig::default().concurrency(cfg.concurrency);
 
     let models_ctl = Controller::for_shared_stream(models_sub, models)
@@ -123,7 +180,14 @@ pub async fn run(client: Client, cfg: RunConfig, shutdown: CancellationToken) ->
         .reconcile_all_on(leader.on_acquired())
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(
-            |o, c| controller::instrumented(semantic_model::CONTROLLER, o.clone(), c.clone(), semantic_model::reconcile(o, c)),
+            |o, c| {
+                controller::instrumented(
+                    semantic_model::CONTROLLER,
+                    o.clone(),
+                    c.clone(),
+                    semantic_model::reconcile(o, c),
+                )
+            },
             controller::error_policy(semantic_model::CONTROLLER),
             ctx.clone(),
         );
@@ -133,7 +197,14 @@ pub async fn run(client: Client, cfg: RunConfig, shutdown: CancellationToken) ->
         .reconcile_all_on(leader.on_acquired())
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(
-            |o, c| controller::instrumented(catalog::CONTROLLER, o.clone(), c.clone(), catalog::reconcile(o, c)),
+            |o, c| {
+                controller::instrumented(
+                    catalog::CONTROLLER,
+                    o.clone(),
+                    c.clone(),
+                    catalog::reconcile(o, c),
+                )
+            },
             controller::error_policy(catalog::CONTROLLER),
             ctx.clone(),
         );
@@ -143,14 +214,25 @@ pub async fn run(client: Client, cfg: RunConfig, shutdown: CancellationToken) ->
         .reconcile_all_on(leader.on_acquired())
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(
-            |o, c| controller::instrumented(policy::CONTROLLER, o.clone(), c.clone(), policy::reconcile(o, c)),
+            |o, c| {
+                controller::instrumented(
+                    policy::CONTROLLER,
+                    o.clone(),
+                    c.clone(),
+                    policy::reconcile(o, c),
+                )
+            },
             controller::error_policy(policy::CONTROLLER),
             ctx.clone(),
         );
 
     let listener = tokio::net::TcpListener::bind(cfg.probe_addr).await?;
     tracing::info!(addr = %listener.local_addr()?, "serving /healthz, /readyz, /metrics");
-    let server = server::serve(listener, server::ProbeState { ready, metrics }, shutdown.clone());
+    let server = server::serve(
+        listener,
+        server::ProbeState { ready, metrics },
+        shutdown.clone(),
+    );
 
     let ((), (), (), served) = tokio::join!(
         controller::drain(semantic_model::CONTROLLER, models_ctl),
@@ -170,7 +252,9 @@ pub fn cancel_on_signals(token: CancellationToken) {
         let ctrl_c = tokio::signal::ctrl_c();
         #[cfg(unix)]
         let term = async {
-            if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            if let Ok(mut s) =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            {
                 s.recv().await;
             }
         };

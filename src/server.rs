@@ -28,13 +28,29 @@ pub fn router(state: ProbeState) -> Router {
 }
 
 async fn readyz(State(s): State<ProbeState>) -> impl IntoResponse {
-    if s.ready.load(Ordering::Acquire) { (StatusCode::OK, "ready") } else { (StatusCode::SERVICE_UNAVAILABLE, "caches not synced") }
+    if s.ready.load(Ordering::Acquire) {
+        (StatusCode::OK, "ready")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "caches not synced")
+    }
 }
 
 async fn metrics(State(s): State<ProbeState>) -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], s.metrics.encode())
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        s.metrics.encode(),
+    )
 }
 
-pub async fn serve(listener: tokio::net::TcpListener, state: ProbeState, shutdown: CancellationToken) -> std::io::Result<()> {
-    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown.cancelled_owned()).await
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: ProbeState,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await
 }

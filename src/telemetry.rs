@@ -52,35 +52,95 @@ impl Default for Metrics {
         let is_leader = Gauge::default();
         let events_published = Counter::default();
         // controller-runtime's exact names: the registry adds `_total` to counters.
-        registry.register("controller_runtime_reconcile", "Total number of reconciliations per controller", reconcile_total.clone());
-        registry.register("controller_runtime_reconcile_errors", "Total number of reconciliation errors per controller", reconcile_errors.clone());
-        registry.register("controller_runtime_reconcile_time_seconds", "Length of time per reconciliation per controller", reconcile_time.clone());
-        registry.register("leader_election_master_status", "1 while this replica leads, else 0", is_leader.clone());
-        registry.register("semops_status_writes", "Status writes sent to the API server per controller", status_writes.clone());
-        registry.register("semops_reconcile_errors_by_category", "Reconcile errors per controller and error category", errors_by_category.clone());
-        registry.register("semops_events_published", "Kubernetes Events published", events_published.clone());
-        Self { registry, reconcile_total, reconcile_errors, reconcile_time, status_writes, errors_by_category, is_leader, events_published }
+        registry.register(
+            "controller_runtime_reconcile",
+            "Total number of reconciliations per controller",
+            reconcile_total.clone(),
+        );
+        registry.register(
+            "controller_runtime_reconcile_errors",
+            "Total number of reconciliation errors per controller",
+            reconcile_errors.clone(),
+        );
+        registry.register(
+            "controller_runtime_reconcile_time_seconds",
+            "Length of time per reconciliation per controller",
+            reconcile_time.clone(),
+        );
+        registry.register(
+            "leader_election_master_status",
+            "1 while this replica leads, else 0",
+            is_leader.clone(),
+        );
+        registry.register(
+            "semops_status_writes",
+            "Status writes sent to the API server per controller",
+            status_writes.clone(),
+        );
+        registry.register(
+            "semops_reconcile_errors_by_category",
+            "Reconcile errors per controller and error category",
+            errors_by_category.clone(),
+        );
+        registry.register(
+            "semops_events_published",
+            "Kubernetes Events published",
+            events_published.clone(),
+        );
+        Self {
+            registry,
+            reconcile_total,
+            reconcile_errors,
+            reconcile_time,
+            status_writes,
+            errors_by_category,
+            is_leader,
+            events_published,
+        }
     }
 }
 
 impl Metrics {
     pub fn observe_reconcile(&self, controller: &str, elapsed: Duration, result: &str) {
-        self.reconcile_total.get_or_create(&ResultLabels { controller: controller.into(), result: result.into() }).inc();
-        self.reconcile_time.get_or_create(&ControllerLabel { controller: controller.into() }).observe(elapsed.as_secs_f64());
+        self.reconcile_total
+            .get_or_create(&ResultLabels {
+                controller: controller.into(),
+                result: result.into(),
+            })
+            .inc();
+        self.reconcile_time
+            .get_or_create(&ControllerLabel {
+                controller: controller.into(),
+            })
+            .observe(elapsed.as_secs_f64());
     }
 
     pub fn observe_error(&self, controller: &str, category: &str) {
-        self.reconcile_errors.get_or_create(&ControllerLabel { controller: controller.into() }).inc();
-        self.errors_by_category.get_or_create(&ErrorLabels { controller: controller.into(), category: category.into() }).inc();
+        self.reconcile_errors
+            .get_or_create(&ControllerLabel {
+                controller: controller.into(),
+            })
+            .inc();
+        self.errors_by_category
+            .get_or_create(&ErrorLabels {
+                controller: controller.into(),
+                category: category.into(),
+            })
+            .inc();
     }
 
     pub fn observe_status_write(&self, controller: &str) {
-        self.status_writes.get_or_create(&ControllerLabel { controller: controller.into() }).inc();
+        self.status_writes
+            .get_or_create(&ControllerLabel {
+                controller: controller.into(),
+            })
+            .inc();
     }
 
     pub fn encode(&self) -> String {
         let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String cannot fail");
         out
     }
 }
@@ -95,8 +155,13 @@ pub enum LogFormat {
 /// Installs the tracing subscriber; `RUST_LOG` overrides the default level.
 pub fn init_logging(format: LogFormat) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,kube_runtime=warn,kube_client=warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,kube_runtime=warn,kube_client=warn"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi);
     match format {
         LogFormat::Json => builder.json().flatten_event(true).init(),
         LogFormat::Text => builder.init(),

@@ -6,7 +6,11 @@ use crate::crd::{all_crds, crd_yaml};
 
 /// All CRDs as one multi-document YAML stream.
 pub fn render_all() -> String {
-    all_crds().iter().map(|(_, crd)| crd_yaml(crd)).collect::<Vec<_>>().join("---\n")
+    all_crds()
+        .iter()
+        .map(|(_, crd)| crd_yaml(crd))
+        .collect::<Vec<_>>()
+        .join("---\n")
 }
 
 /// Writes `<dir>/<kind>.yaml` for each CRD.

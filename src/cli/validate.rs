@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::crd::{CatalogSpec, ReconcilePolicy, ReconcilePolicySpec, catalog::Provider, policy::RegistrationKind};
+use crate::crd::{
+    CatalogSpec, ReconcilePolicy, ReconcilePolicySpec, catalog::Provider, policy::RegistrationKind,
+};
 use crate::model::validate::{self, Problem};
 
 /// A semops object found in the input, with where it starts.
@@ -33,7 +35,11 @@ pub struct Finding {
 
 impl std::fmt::Display for Finding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}: {}: {}: {} [{}]", self.file, self.line, self.object, self.path, self.message, self.reason)
+        write!(
+            f,
+            "{}:{}: {}: {}: {} [{}]",
+            self.file, self.line, self.object, self.path, self.message, self.reason
+        )
     }
 }
 
@@ -97,7 +103,10 @@ pub fn parse_file(file: &Path, text: &str, findings: &mut Vec<Finding>) -> Vec<D
                 continue;
             }
         };
-        let api_version = value.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+        let api_version = value
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         if !api_version.starts_with("semops.io/") {
             continue;
         }
@@ -105,9 +114,21 @@ pub fn parse_file(file: &Path, text: &str, findings: &mut Vec<Finding>) -> Vec<D
         out.push(Document {
             file: file.to_path_buf(),
             line,
-            kind: value.get("kind").and_then(Value::as_str).unwrap_or_default().to_string(),
-            namespace: meta.get("namespace").and_then(Value::as_str).unwrap_or("default").to_string(),
-            name: meta.get("name").and_then(Value::as_str).unwrap_or("<unnamed>").to_string(),
+            kind: value
+                .get("kind")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            namespace: meta
+                .get("namespace")
+                .and_then(Value::as_str)
+                .unwrap_or("default")
+                .to_string(),
+            name: meta
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("<unnamed>")
+                .to_string(),
             spec: value.get("spec").cloned().unwrap_or(Value::Null),
         });
     }
@@ -121,9 +142,16 @@ pub fn check(documents: &[Document]) -> Vec<Finding> {
     for d in documents.iter().filter(|d| d.kind == "Catalog") {
         if let Ok(spec) = serde_json::from_value::<CatalogSpec>(d.spec.clone()) {
             let managed = (spec.provider == Provider::Managed).then(|| {
-                spec.registrations.iter().filter(|r| r.kind == RegistrationKind::Schema).map(|r| r.name.clone()).collect()
+                spec.registrations
+                    .iter()
+                    .filter(|r| r.kind == RegistrationKind::Schema)
+                    .map(|r| r.name.clone())
+                    .collect()
             });
-            catalogs.entry(d.namespace.as_str()).or_default().insert(d.name.clone(), managed);
+            catalogs
+                .entry(d.namespace.as_str())
+                .or_default()
+                .insert(d.name.clone(), managed);
         }
     }
     let mut findings = Vec::new();
@@ -144,7 +172,9 @@ pub fn check(documents: &[Document]) -> Vec<Finding> {
             other => vec![Problem {
                 reason: validate::Reason::SchemaMismatch,
                 path: "kind".into(),
-                message: format!("unknown semops kind {other:?}; expected SemanticModel, Catalog or ReconcilePolicy"),
+                message: format!(
+                    "unknown semops kind {other:?}; expected SemanticModel, Catalog or ReconcilePolicy"
+                ),
             }],
         };
         findings.extend(problems.into_iter().map(|p| Finding {
@@ -161,8 +191,16 @@ pub fn check(documents: &[Document]) -> Vec<Finding> {
 
 fn shape_problem(e: serde_path_to_error::Error<serde_json::Error>) -> Problem {
     let inner = e.path().to_string();
-    let path = if inner == "." { "spec".to_string() } else { format!("spec.{inner}") };
-    Problem { reason: validate::Reason::SchemaMismatch, path, message: e.into_inner().to_string() }
+    let path = if inner == "." {
+        "spec".to_string()
+    } else {
+        format!("spec.{inner}")
+    };
+    Problem {
+        reason: validate::Reason::SchemaMismatch,
+        path,
+        message: e.into_inner().to_string(),
+    }
 }
 
 /// The Catalog contract: shape, connection unless managed, schema presence, no repeats.
@@ -172,18 +210,37 @@ fn catalog_problems(spec: &Value) -> Vec<Problem> {
         Err(e) => return vec![shape_problem(e)],
     };
     let mut out = Vec::new();
-    let mismatch = |path: String, message: String| Problem { reason: validate::Reason::SchemaMismatch, path, message };
+    let mismatch = |path: String, message: String| Problem {
+        reason: validate::Reason::SchemaMismatch,
+        path,
+        message,
+    };
     if spec.provider != Provider::Managed && spec.connection.is_none() {
-        out.push(mismatch("spec.connection".into(), "is required unless provider is managed".into()));
+        out.push(mismatch(
+            "spec.connection".into(),
+            "is required unless provider is managed".into(),
+        ));
     }
     if spec.registrations.len() > crate::crd::catalog::MAX_REGISTRATIONS {
-        out.push(mismatch("spec.registrations".into(), format!("has {} entries; at most 5000 per Catalog, split into several Catalogs", spec.registrations.len())));
+        out.push(mismatch(
+            "spec.registrations".into(),
+            format!(
+                "has {} entries; at most 5000 per Catalog, split into several Catalogs",
+                spec.registrations.len()
+            ),
+        ));
     }
     let mut seen = HashMap::new();
     for (i, r) in spec.registrations.iter().enumerate() {
         match (r.kind, &r.schema) {
-            (RegistrationKind::Schema, Some(_)) => out.push(mismatch(format!("spec.registrations[{i}].schema"), "is not allowed for Schema registrations".into())),
-            (k, None) if k != RegistrationKind::Schema => out.push(mismatch(format!("spec.registrations[{i}].schema"), format!("is required for {k:?} registrations"))),
+            (RegistrationKind::Schema, Some(_)) => out.push(mismatch(
+                format!("spec.registrations[{i}].schema"),
+                "is not allowed for Schema registrations".into(),
+            )),
+            (k, None) if k != RegistrationKind::Schema => out.push(mismatch(
+                format!("spec.registrations[{i}].schema"),
+                format!("is required for {k:?} registrations"),
+            )),
             _ => {}
         }
         if let Some(first) = seen.insert((r.kind, r.schema.clone(), r.name.clone()), i) {
@@ -205,8 +262,16 @@ fn policy_problems(name: &str, spec: &Value) -> Vec<Problem> {
     crate::controller::policy::spec_problems(&ReconcilePolicy::new(name, spec))
         .into_iter()
         .map(|p| {
-            let (path, message) = p.split_once(": ").map_or((p.clone(), String::new()), |(a, b)| (a.to_string(), b.to_string()));
-            Problem { reason: validate::Reason::SchemaMismatch, path, message }
+            let (path, message) = p
+                .split_once(": ")
+                .map_or((p.clone(), String::new()), |(a, b)| {
+                    (a.to_string(), b.to_string())
+                });
+            Problem {
+                reason: validate::Reason::SchemaMismatch,
+                path,
+                message,
+            }
         })
         .collect()
 }
@@ -229,12 +294,19 @@ mod tests {
         let text = format!(
             "{CATALOGS}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: ignored}}\n---\napiVersion: semops.io/v1alpha1\nkind: SemanticModel\nmetadata: {{name: m, namespace: ex}}\nspec:\n  catalog: analytics\n  schema: semantic\n  definition:\n    datasets: [{{name: a, source: analytics.semantic.t}}]\n    relationships: [{{name: r, from: a, to: mgr, fromColumns: [x], toColumns: [y]}}]\n"
         );
-        assert_eq!(run(&text), vec![r#"x.yaml:10: SemanticModel ex/m: spec.definition.relationships[0].to: no dataset named "mgr" [UnknownDataset]"#]);
+        assert_eq!(
+            run(&text),
+            vec![
+                r#"x.yaml:10: SemanticModel ex/m: spec.definition.relationships[0].to: no dataset named "mgr" [UnknownDataset]"#
+            ]
+        );
     }
 
     #[test]
     fn catalog_references_are_checked_against_catalogs_in_the_input() {
-        let text = format!("{CATALOGS}---\napiVersion: semops.io/v1alpha1\nkind: SemanticModel\nmetadata: {{name: m, namespace: ex}}\nspec: {{catalog: analytics, schema: semantic, definition: {{datasets: [{{name: a, source: hr.public.t}}]}}}}\n");
+        let text = format!(
+            "{CATALOGS}---\napiVersion: semops.io/v1alpha1\nkind: SemanticModel\nmetadata: {{name: m, namespace: ex}}\nspec: {{catalog: analytics, schema: semantic, definition: {{datasets: [{{name: a, source: hr.public.t}}]}}}}\n"
+        );
         let out = run(&text);
         assert_eq!(out.len(), 1, "{out:?}");
         assert!(out[0].contains("[CatalogNotFound]"), "{out:?}");

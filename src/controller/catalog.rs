@@ -37,7 +37,11 @@ pub fn catalog_view(c: &Catalog) -> CatalogView<'_> {
     CatalogView {
         name: c.metadata.name.as_deref().unwrap_or_default(),
         labels: c.metadata.labels.as_ref().unwrap_or(&EMPTY),
-        policy_ref: c.spec.reconcile_policy_ref.as_ref().map(|r| r.name.as_str()),
+        policy_ref: c
+            .spec
+            .reconcile_policy_ref
+            .as_ref()
+            .map(|r| r.name.as_str()),
     }
 }
 
@@ -47,7 +51,9 @@ fn duplicate_registrations(cat: &Catalog) -> Vec<String> {
     let mut dups = Vec::new();
     for (i, r) in cat.spec.registrations.iter().enumerate() {
         if let Some(first) = first_seen.insert((r.kind, r.schema.as_deref(), r.name.as_str()), i) {
-            dups.push(format!("spec.registrations[{i}] repeats spec.registrations[{first}]"));
+            dups.push(format!(
+                "spec.registrations[{i}] repeats spec.registrations[{first}]"
+            ));
             first_seen.insert((r.kind, r.schema.as_deref(), r.name.as_str()), first);
         }
     }
@@ -55,7 +61,12 @@ fn duplicate_registrations(cat: &Catalog) -> Vec<String> {
 }
 
 /// The whole status this controller wants, from plain inputs.
-pub fn desired_status(cat: &Catalog, policies: &[Arc<ReconcilePolicy>], defaults: &OperatorDefaults, now: &Time) -> CatalogStatus {
+pub fn desired_status(
+    cat: &Catalog,
+    policies: &[Arc<ReconcilePolicy>],
+    defaults: &OperatorDefaults,
+    now: &Time,
+) -> CatalogStatus {
     let previous = cat.status.clone().unwrap_or_default();
     let generation = cat.metadata.generation;
     let resolution = effective_policy(&catalog_view(cat), &policy_views(policies), defaults);
@@ -65,17 +76,39 @@ pub fn desired_status(cat: &Catalog, policies: &[Arc<ReconcilePolicy>], defaults
             "Ready",
             Status::False,
             "ReconcilePolicyNotFound",
-            format!("spec.reconcilePolicyRef names ReconcilePolicy {missing:?}, which does not exist in this namespace; periodic checks are off until it exists or the reference is removed"),
+            format!(
+                "spec.reconcilePolicyRef names ReconcilePolicy {missing:?}, which does not exist in this namespace; periodic checks are off until it exists or the reference is removed"
+            ),
         )
     } else if !dups.is_empty() {
-        Desired::new("Ready", Status::False, "DuplicateRegistration", format!("{}; remove the repeated entries", dups.join("; ")))
+        Desired::new(
+            "Ready",
+            Status::False,
+            "DuplicateRegistration",
+            format!("{}; remove the repeated entries", dups.join("; ")),
+        )
     } else {
-        Desired::new("Ready", Status::True, "Configured", format!("effective policy: {}", describe(&resolution.effective)))
+        Desired::new(
+            "Ready",
+            Status::True,
+            "Configured",
+            format!("effective policy: {}", describe(&resolution.effective)),
+        )
     };
     // Other conditions (Reachable, RegistrationsCurrent) belong to other writers: keep them.
     let mut desired = vec![ready];
-    let kept: Vec<_> = previous.conditions.iter().filter(|c| c.type_ != "Ready").cloned().collect();
-    let mut conds = conditions::merge(&previous.conditions, desired.drain(..).collect(), generation, now);
+    let kept: Vec<_> = previous
+        .conditions
+        .iter()
+        .filter(|c| c.type_ != "Ready")
+        .cloned()
+        .collect();
+    let mut conds = conditions::merge(
+        &previous.conditions,
+        desired.drain(..).collect(),
+        generation,
+        now,
+    );
     conds.extend(kept);
     CatalogStatus {
         observed_generation: generation,
@@ -88,7 +121,12 @@ pub fn desired_status(cat: &Catalog, policies: &[Arc<ReconcilePolicy>], defaults
 
 fn describe(p: &crate::crd::catalog::EffectivePolicy) -> String {
     let name = p.name.as_deref().unwrap_or("operator defaults");
-    format!("{name} ({:?}, every {}, {})", p.mode, p.interval, if p.enabled { "enabled" } else { "disabled" })
+    format!(
+        "{name} ({:?}, every {}, {})",
+        p.mode,
+        p.interval,
+        if p.enabled { "enabled" } else { "disabled" }
+    )
 }
 
 pub async fn reconcile(cat: Arc<Catalog>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -127,33 +165,55 @@ mod tests {
         let c = catalog("provider: managed\nregistrations: [{kind: Schema, name: semantic}]");
         let s = desired_status(&c, &[], &OperatorDefaults::default(), &now());
         let p = s.effective_policy.unwrap();
-        assert_eq!((p.source, p.enabled), (PolicySource::OperatorDefault, false));
+        assert_eq!(
+            (p.source, p.enabled),
+            (PolicySource::OperatorDefault, false)
+        );
         assert!(conditions::is_true(&s.conditions, "Ready"));
         assert_eq!(s.registration_count, Some(1));
     }
 
     #[test]
     fn repeated_registrations_are_named_by_path() {
-        let c = catalog("provider: managed\nregistrations: [{kind: Schema, name: a}, {kind: Schema, name: b}, {kind: Schema, name: a}]");
+        let c = catalog(
+            "provider: managed\nregistrations: [{kind: Schema, name: a}, {kind: Schema, name: b}, {kind: Schema, name: a}]",
+        );
         let s = desired_status(&c, &[], &OperatorDefaults::default(), &now());
         let ready = conditions::find(&s.conditions, "Ready").unwrap();
         assert_eq!(ready.reason, "DuplicateRegistration");
-        assert!(ready.message.contains("spec.registrations[2] repeats spec.registrations[0]"), "{}", ready.message);
+        assert!(
+            ready
+                .message
+                .contains("spec.registrations[2] repeats spec.registrations[0]"),
+            "{}",
+            ready.message
+        );
     }
 
     #[test]
     fn a_missing_referenced_policy_is_reported() {
         let c = catalog("provider: managed\nreconcilePolicyRef: {name: strict}");
         let s = desired_status(&c, &[], &OperatorDefaults::default(), &now());
-        assert_eq!(conditions::find(&s.conditions, "Ready").unwrap().reason, "ReconcilePolicyNotFound");
+        assert_eq!(
+            conditions::find(&s.conditions, "Ready").unwrap().reason,
+            "ReconcilePolicyNotFound"
+        );
         assert!(!s.effective_policy.unwrap().enabled);
     }
 
     #[test]
     fn conditions_owned_by_other_writers_are_kept() {
         let mut c = catalog("provider: managed");
-        let reachable = conditions::merge(&[], vec![Desired::new("Reachable", Status::True, "Connected", "")], Some(4), &now());
-        c.status = Some(CatalogStatus { conditions: reachable.clone(), ..Default::default() });
+        let reachable = conditions::merge(
+            &[],
+            vec![Desired::new("Reachable", Status::True, "Connected", "")],
+            Some(4),
+            &now(),
+        );
+        c.status = Some(CatalogStatus {
+            conditions: reachable.clone(),
+            ..Default::default()
+        });
         let s = desired_status(&c, &[], &OperatorDefaults::default(), &now());
         assert!(s.conditions.contains(&reachable[0]));
     }

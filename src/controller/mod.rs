@@ -35,13 +35,16 @@ pub struct Stores {
 
 impl Stores {
     pub fn models_in(&self, ns: &str) -> Vec<Arc<SemanticModel>> {
-        self.models.state_filter(|m| m.metadata.namespace.as_deref() == Some(ns))
+        self.models
+            .state_filter(|m| m.metadata.namespace.as_deref() == Some(ns))
     }
     pub fn catalogs_in(&self, ns: &str) -> Vec<Arc<Catalog>> {
-        self.catalogs.state_filter(|c| c.metadata.namespace.as_deref() == Some(ns))
+        self.catalogs
+            .state_filter(|c| c.metadata.namespace.as_deref() == Some(ns))
     }
     pub fn policies_in(&self, ns: &str) -> Vec<Arc<ReconcilePolicy>> {
-        self.policies.state_filter(|p| p.metadata.namespace.as_deref() == Some(ns))
+        self.policies
+            .state_filter(|p| p.metadata.namespace.as_deref() == Some(ns))
     }
 }
 
@@ -57,13 +60,41 @@ pub struct Context {
 }
 
 impl Context {
-    pub fn new(client: Client, stores: Stores, leader: LeaderHandle, metrics: Arc<Metrics>, recorder: Recorder, defaults: OperatorDefaults) -> Self {
-        Self { client, stores, leader, metrics, recorder, defaults, failures: Mutex::default() }
+    pub fn new(
+        client: Client,
+        stores: Stores,
+        leader: LeaderHandle,
+        metrics: Arc<Metrics>,
+        recorder: Recorder,
+        defaults: OperatorDefaults,
+    ) -> Self {
+        Self {
+            client,
+            stores,
+            leader,
+            metrics,
+            recorder,
+            defaults,
+            failures: Mutex::default(),
+        }
     }
 
     /// Publishes an Event; failures are logged, never fatal (Events are best effort).
-    pub async fn publish<K: Resource<DynamicType = ()>>(&self, obj: &K, type_: EventType, reason: &str, action: &str, note: String) {
-        let event = KubeEvent { type_, reason: reason.into(), note: Some(note), action: action.into(), secondary: None };
+    pub async fn publish<K: Resource<DynamicType = ()>>(
+        &self,
+        obj: &K,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        let event = KubeEvent {
+            type_,
+            reason: reason.into(),
+            note: Some(note),
+            action: action.into(),
+            secondary: None,
+        };
         match self.recorder.publish(&event, &obj.object_ref(&())).await {
             Ok(()) => {
                 self.metrics.events_published.inc();
@@ -110,10 +141,17 @@ pub fn backoff_delay(failures: u32, error: &Error) -> Duration {
 }
 
 fn object_key<K: Resource<DynamicType = ()>>(obj: &K) -> String {
-    format!("{}/{}/{}", K::kind(&()), obj.namespace().unwrap_or_default(), obj.name_any())
+    format!(
+        "{}/{}/{}",
+        K::kind(&()),
+        obj.namespace().unwrap_or_default(),
+        obj.name_any()
+    )
 }
 
-pub(crate) fn error_policy<K: Resource<DynamicType = ()>>(controller: &'static str) -> impl Fn(Arc<K>, &Error, Arc<Context>) -> Action {
+pub(crate) fn error_policy<K: Resource<DynamicType = ()>>(
+    controller: &'static str,
+) -> impl Fn(Arc<K>, &Error, Arc<Context>) -> Action {
     move |obj, error, ctx| {
         let key = object_key(obj.as_ref());
         let failures = {
@@ -124,13 +162,23 @@ pub(crate) fn error_policy<K: Resource<DynamicType = ()>>(controller: &'static s
         };
         let delay = backoff_delay(failures, error);
         ctx.metrics.observe_error(controller, error.category());
-        tracing::warn!(controller, object = %key, category = error.category(), error = %error, retry_in = ?delay, "reconcile failed");
+        // A conflict only means our cache lagged our own write; it retries at once and is routine.
+        if matches!(error, Error::Conflict) {
+            tracing::debug!(controller, object = %key, "status write conflict; retrying");
+        } else {
+            tracing::warn!(controller, object = %key, category = error.category(), error = %error, retry_in = ?delay, "reconcile failed");
+        }
         Action::requeue(delay)
     }
 }
 
 /// Wraps a reconcile with timing, metrics and failure-count reset.
-pub(crate) async fn instrumented<K, F>(controller: &'static str, obj: Arc<K>, ctx: Arc<Context>, fut: F) -> Result<Action, Error>
+pub(crate) async fn instrumented<K, F>(
+    controller: &'static str,
+    obj: Arc<K>,
+    ctx: Arc<Context>,
+    fut: F,
+) -> Result<Action, Error>
 where
     K: Resource<DynamicType = ()>,
     F: Future<Output = Result<Action, Error>>,
@@ -143,9 +191,13 @@ where
         Err(_) => "error",
     };
     if result.is_ok() {
-        ctx.failures.lock().expect("failure map poisoned").remove(&object_key(obj.as_ref()));
+        ctx.failures
+            .lock()
+            .expect("failure map poisoned")
+            .remove(&object_key(obj.as_ref()));
     }
-    ctx.metrics.observe_reconcile(controller, started.elapsed(), label);
+    ctx.metrics
+        .observe_reconcile(controller, started.elapsed(), label);
     result
 }
 
@@ -169,5 +221,9 @@ pub fn all_refs<K>(store: &Store<K>) -> Vec<ObjectRef<K>>
 where
     K: Resource<DynamicType = ()> + Clone + 'static,
 {
-    store.state().iter().map(|o| ObjectRef::from_obj(o.as_ref())).collect()
+    store
+        .state()
+        .iter()
+        .map(|o| ObjectRef::from_obj(o.as_ref()))
+        .collect()
 }

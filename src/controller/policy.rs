@@ -20,7 +20,10 @@ pub const CONTROLLER: &str = "reconcilepolicy";
 pub fn spec_problems(p: &ReconcilePolicy) -> Vec<String> {
     let mut out = Vec::new();
     match duration::parse(&p.spec.interval) {
-        Ok(d) if d.as_secs() < 60 => out.push(format!("spec.interval: {} is shorter than the 1m minimum", p.spec.interval)),
+        Ok(d) if d.as_secs() < 60 => out.push(format!(
+            "spec.interval: {} is shorter than the 1m minimum",
+            p.spec.interval
+        )),
         Ok(_) => {}
         Err(e) => out.push(format!("spec.interval: {e}")),
     }
@@ -39,7 +42,12 @@ pub fn spec_problems(p: &ReconcilePolicy) -> Vec<String> {
 }
 
 /// The whole status this controller wants, from plain inputs.
-pub fn desired_status(p: &ReconcilePolicy, policies: &[Arc<ReconcilePolicy>], catalogs: &[Arc<Catalog>], now: &Time) -> ReconcilePolicyStatus {
+pub fn desired_status(
+    p: &ReconcilePolicy,
+    policies: &[Arc<ReconcilePolicy>],
+    catalogs: &[Arc<Catalog>],
+    now: &Time,
+) -> ReconcilePolicyStatus {
     let previous = p.status.clone().unwrap_or_default();
     let generation = p.metadata.generation;
     let name = p.name_any();
@@ -62,10 +70,18 @@ pub fn desired_status(p: &ReconcilePolicy, policies: &[Arc<ReconcilePolicy>], ca
             "Ready",
             Status::False,
             "Overlap",
-            format!("overlaps with ReconcilePolicy {} ({why}); the alphabetically first wins; narrow the catalogSelectors or delete one", others.join(", ")),
+            format!(
+                "overlaps with ReconcilePolicy {} ({why}); the alphabetically first wins; narrow the catalogSelectors or delete one",
+                others.join(", ")
+            ),
         )
     } else {
-        Desired::new("Ready", Status::True, "Valid", format!("selects {selected} Catalog(s)"))
+        Desired::new(
+            "Ready",
+            Status::True,
+            "Valid",
+            format!("selects {selected} Catalog(s)"),
+        )
     };
     ReconcilePolicyStatus {
         observed_generation: generation,
@@ -80,7 +96,12 @@ pub async fn reconcile(p: Arc<ReconcilePolicy>, ctx: Arc<Context>) -> Result<Act
     }
     let ns = p.namespace().ok_or(Error::MissingNamespace)?;
     let now = Time(k8s_openapi::jiff::Timestamp::now());
-    let desired = desired_status(&p, &ctx.stores.policies_in(&ns), &ctx.stores.catalogs_in(&ns), &now);
+    let desired = desired_status(
+        &p,
+        &ctx.stores.policies_in(&ns),
+        &ctx.stores.catalogs_in(&ns),
+        &now,
+    );
     write_status_if_changed(&ctx, CONTROLLER, p.as_ref(), desired).await?;
     Ok(Action::await_change())
 }
@@ -113,8 +134,20 @@ mod tests {
     #[test]
     fn defaults_are_applied_and_a_lone_policy_is_ready_and_counts_its_catalogs() {
         let p = policy("strict", "catalogSelector: {matchLabels: {tier: prod}}");
-        assert_eq!((p.spec.interval.as_str(), p.spec.jitter, p.spec.probe.concurrency, p.spec.max_removals_per_round), ("1h", 0.2, 4, 50));
-        let cats = vec![catalog("a", "prod"), catalog("b", "prod"), catalog("c", "dev")];
+        assert_eq!(
+            (
+                p.spec.interval.as_str(),
+                p.spec.jitter,
+                p.spec.probe.concurrency,
+                p.spec.max_removals_per_round
+            ),
+            ("1h", 0.2, 4, 50)
+        );
+        let cats = vec![
+            catalog("a", "prod"),
+            catalog("b", "prod"),
+            catalog("c", "dev"),
+        ];
         let s = desired_status(&p, std::slice::from_ref(&p), &cats, &now());
         assert_eq!(ready(&s), ("True".into(), "Valid".into()));
         assert_eq!(s.catalog_count, Some(2));
@@ -123,18 +156,31 @@ mod tests {
     #[test]
     fn both_overlapping_policies_report_overlap() {
         let a = policy("a", "catalogSelector: {matchLabels: {tier: prod}}");
-        let b = policy("b", "catalogSelector: {matchExpressions: [{key: tier, operator: In, values: [prod]}]}");
+        let b = policy(
+            "b",
+            "catalogSelector: {matchExpressions: [{key: tier, operator: In, values: [prod]}]}",
+        );
         let all = vec![a.clone(), b.clone()];
         let cats = vec![catalog("x", "prod")];
         assert_eq!(ready(&desired_status(&a, &all, &cats, &now())).1, "Overlap");
         assert_eq!(ready(&desired_status(&b, &all, &cats, &now())).1, "Overlap");
-        assert_eq!(desired_status(&a, &all, &cats, &now()).catalog_count, Some(1), "the alphabetically first wins");
-        assert_eq!(desired_status(&b, &all, &cats, &now()).catalog_count, Some(0));
+        assert_eq!(
+            desired_status(&a, &all, &cats, &now()).catalog_count,
+            Some(1),
+            "the alphabetically first wins"
+        );
+        assert_eq!(
+            desired_status(&b, &all, &cats, &now()).catalog_count,
+            Some(0)
+        );
     }
 
     #[test]
     fn invalid_specs_name_the_field() {
-        let p = policy("p", "interval: 30s\nprobe: {timeout: soon}\ncatalogSelector: {matchExpressions: [{key: a, operator: Like}]}");
+        let p = policy(
+            "p",
+            "interval: 30s\nprobe: {timeout: soon}\ncatalogSelector: {matchExpressions: [{key: a, operator: Like}]}",
+        );
         let problems = spec_problems(&p);
         assert_eq!(problems.len(), 3, "{problems:?}");
         assert!(problems[0].starts_with("spec.interval"));

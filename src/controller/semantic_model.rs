@@ -35,15 +35,28 @@ impl CatalogLookup for NamespaceCatalogs {
 /// Schemas a managed Catalog declares: its Schema registrations that were not removed.
 fn managed_schemas(cat: &Catalog) -> Vec<String> {
     let removed = |name: &str| {
-        cat.status.iter().flat_map(|s| &s.registrations).any(|r| r.kind == RegistrationKind::Schema && r.name == name && r.state == RegistrationState::Removed)
+        cat.status.iter().flat_map(|s| &s.registrations).any(|r| {
+            r.kind == RegistrationKind::Schema
+                && r.name == name
+                && r.state == RegistrationState::Removed
+        })
     };
-    cat.spec.registrations.iter().filter(|r| r.kind == RegistrationKind::Schema && !removed(&r.name)).map(|r| r.name.clone()).collect()
+    cat.spec
+        .registrations
+        .iter()
+        .filter(|r| r.kind == RegistrationKind::Schema && !removed(&r.name))
+        .map(|r| r.name.clone())
+        .collect()
 }
 
 fn claim(m: &SemanticModel) -> Claim<'_> {
     Claim {
         uid: m.metadata.uid.as_deref().unwrap_or_default(),
-        created: m.metadata.creation_timestamp.as_ref().map(|t| t.0.as_second()),
+        created: m
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.as_second()),
         object_name: m.metadata.name.as_deref().unwrap_or_default(),
         catalog: &m.spec.catalog,
         schema: &m.spec.schema,
@@ -52,7 +65,12 @@ fn claim(m: &SemanticModel) -> Claim<'_> {
 }
 
 /// The whole status this controller wants, from plain inputs.
-pub fn desired_status(model: &SemanticModel, catalogs: &dyn CatalogLookup, others: &[Arc<SemanticModel>], now: &Time) -> SemanticModelStatus {
+pub fn desired_status(
+    model: &SemanticModel,
+    catalogs: &dyn CatalogLookup,
+    others: &[Arc<SemanticModel>],
+    now: &Time,
+) -> SemanticModelStatus {
     let previous = model.status.clone().unwrap_or_default();
     let generation = model.metadata.generation;
     let mut problems = validate::validate_definition(&model.spec);
@@ -60,8 +78,18 @@ pub fn desired_status(model: &SemanticModel, catalogs: &dyn CatalogLookup, other
     let winner = conflict_winner(&claim(model), others.iter().map(|o| claim(o)));
 
     let valid = match problems.first() {
-        None => Desired::new("Valid", Status::True, "Valid", "definition passed the contract and model-local checks"),
-        Some(first) => Desired::new("Valid", Status::False, first.reason.as_str(), validate::summarize(&problems)),
+        None => Desired::new(
+            "Valid",
+            Status::True,
+            "Valid",
+            "definition passed the contract and model-local checks",
+        ),
+        Some(first) => Desired::new(
+            "Valid",
+            Status::False,
+            first.reason.as_str(),
+            validate::summarize(&problems),
+        ),
     };
     let ready = if let Some(w) = &winner {
         Desired::new(
@@ -70,13 +98,26 @@ pub fn desired_status(model: &SemanticModel, catalogs: &dyn CatalogLookup, other
             "NameConflict",
             format!(
                 "SemanticModel {:?}, created earlier, already claims the name {}.{}.{}; rename this model (spec.name) or delete one of them",
-                w.object_name, model.spec.catalog, model.spec.schema, model.model_name()
+                w.object_name,
+                model.spec.catalog,
+                model.spec.schema,
+                model.model_name()
             ),
         )
     } else if valid.status == Status::False {
-        Desired::new("Ready", Status::False, valid.reason.clone(), valid.message.clone())
+        Desired::new(
+            "Ready",
+            Status::False,
+            valid.reason.clone(),
+            valid.message.clone(),
+        )
     } else {
-        Desired::new("Ready", Status::True, "Validated", "definition is valid; live source resolution is not built yet")
+        Desired::new(
+            "Ready",
+            Status::True,
+            "Validated",
+            "definition is valid; live source resolution is not built yet",
+        )
     };
     SemanticModelStatus {
         observed_generation: generation,
@@ -97,14 +138,31 @@ pub async fn reconcile(model: Arc<SemanticModel>, ctx: Arc<Context>) -> Result<A
     let others = ctx.stores.models_in(&ns);
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let desired = desired_status(&model, &catalogs, &others, &now);
-    let before = model.status.as_ref().and_then(|s| conditions::find(&s.conditions, "Ready")).cloned();
+    let before = model
+        .status
+        .as_ref()
+        .and_then(|s| conditions::find(&s.conditions, "Ready"))
+        .cloned();
     let after = conditions::find(&desired.conditions, "Ready").cloned();
     if write_status_if_changed(&ctx, CONTROLLER, model.as_ref(), desired).await?
         && let Some(after) = after
-        && before.as_ref().is_none_or(|b| b.status != after.status || b.reason != after.reason)
+        && before
+            .as_ref()
+            .is_none_or(|b| b.status != after.status || b.reason != after.reason)
     {
-        let type_ = if after.status == "True" { EventType::Normal } else { EventType::Warning };
-        ctx.publish(model.as_ref(), type_, &after.reason, "Validate", after.message.clone()).await;
+        let type_ = if after.status == "True" {
+            EventType::Normal
+        } else {
+            EventType::Warning
+        };
+        ctx.publish(
+            model.as_ref(),
+            type_,
+            &after.reason,
+            "Validate",
+            after.message.clone(),
+        )
+        .await;
     }
     Ok(Action::await_change())
 }
@@ -125,12 +183,17 @@ mod tests {
         m.metadata.uid = Some(uid.into());
         m.metadata.namespace = Some("ns".into());
         m.metadata.generation = Some(1);
-        m.metadata.creation_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::from_second(created).unwrap()));
+        m.metadata.creation_timestamp = Some(Time(
+            k8s_openapi::jiff::Timestamp::from_second(created).unwrap(),
+        ));
         m
     }
 
     fn catalogs() -> BTreeMap<String, Option<Vec<String>>> {
-        BTreeMap::from([("hr".into(), None), ("analytics".into(), Some(vec!["semantic".into()]))])
+        BTreeMap::from([
+            ("hr".into(), None),
+            ("analytics".into(), Some(vec!["semantic".into()])),
+        ])
     }
 
     fn now() -> Time {
@@ -147,7 +210,15 @@ mod tests {
         let m = model("a", 1, "emp");
         let s = desired_status(&m, &catalogs(), &[], &now());
         assert_eq!(ready(&s), ("True", "Validated"));
-        assert_eq!((s.model_name.as_deref(), s.dataset_count, s.metric_count, s.observed_generation), (Some("emp"), Some(1), Some(0), Some(1)));
+        assert_eq!(
+            (
+                s.model_name.as_deref(),
+                s.dataset_count,
+                s.metric_count,
+                s.observed_generation
+            ),
+            (Some("emp"), Some(1), Some(0), Some(1))
+        );
     }
 
     #[test]
@@ -155,8 +226,14 @@ mod tests {
         let old = Arc::new(model("old", 1, "emp"));
         let young = Arc::new(model("young", 2, "emp"));
         let all = vec![old.clone(), young.clone()];
-        assert_eq!(ready(&desired_status(&young, &catalogs(), &all, &now())), ("False", "NameConflict"));
-        assert_eq!(ready(&desired_status(&old, &catalogs(), &all, &now())), ("True", "Validated"));
+        assert_eq!(
+            ready(&desired_status(&young, &catalogs(), &all, &now())),
+            ("False", "NameConflict")
+        );
+        assert_eq!(
+            ready(&desired_status(&old, &catalogs(), &all, &now())),
+            ("True", "Validated")
+        );
     }
 
     #[test]
@@ -165,7 +242,11 @@ mod tests {
         let first = desired_status(&m, &catalogs(), &[], &now());
         m.status = Some(first.clone());
         let later = Time(k8s_openapi::jiff::Timestamp::from_second(5000).unwrap());
-        assert_eq!(desired_status(&m, &catalogs(), &[], &later), first, "equal status means no write");
+        assert_eq!(
+            desired_status(&m, &catalogs(), &[], &later),
+            first,
+            "equal status means no write"
+        );
     }
 
     #[test]

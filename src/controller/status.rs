@@ -7,10 +7,15 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::{Context, Error};
-use crate::crd::{Catalog, CatalogStatus, ReconcilePolicy, ReconcilePolicyStatus, SemanticModel, SemanticModelStatus};
+use crate::crd::{
+    Catalog, CatalogStatus, ReconcilePolicy, ReconcilePolicyStatus, SemanticModel,
+    SemanticModelStatus,
+};
 
 /// A kind with a status subresource.
-pub trait HasStatus: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + std::fmt::Debug {
+pub trait HasStatus:
+    Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + std::fmt::Debug
+{
     type Status: PartialEq + Clone + std::fmt::Debug;
     fn status(&self) -> Option<&Self::Status>;
     fn set_status(&mut self, status: Self::Status);
@@ -34,7 +39,12 @@ has_status!(Catalog, CatalogStatus);
 has_status!(ReconcilePolicy, ReconcilePolicyStatus);
 
 /// Writes `desired` unless it equals the current status. Returns whether a request was sent.
-pub async fn write_status_if_changed<K: HasStatus<Scope = kube::core::NamespaceResourceScope>>(ctx: &Context, controller: &str, obj: &K, desired: K::Status) -> Result<bool, Error> {
+pub async fn write_status_if_changed<K: HasStatus<Scope = kube::core::NamespaceResourceScope>>(
+    ctx: &Context,
+    controller: &str,
+    obj: &K,
+    desired: K::Status,
+) -> Result<bool, Error> {
     if obj.status() == Some(&desired) {
         return Ok(false);
     }
@@ -47,7 +57,10 @@ pub async fn write_status_if_changed<K: HasStatus<Scope = kube::core::NamespaceR
     next.set_status(desired);
     // The cache strips managedFields; an empty list in a PUT would reset them on the server.
     next.meta_mut().managed_fields = None;
-    let params = PostParams { field_manager: Some("semops".into()), ..Default::default() };
+    let params = PostParams {
+        field_manager: Some("semops".into()),
+        ..Default::default()
+    };
     match api.replace_status(&obj.name_any(), &params, &next).await {
         Ok(_) => {
             ctx.metrics.observe_status_write(controller);

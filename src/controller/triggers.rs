@@ -31,17 +31,31 @@ impl Triggers {
         let (m, mr) = unbounded();
         let (c, cr) = unbounded();
         let (p, pr) = unbounded();
-        (Self { models: m, catalogs: c, policies: p }, TriggerReceivers { models: mr, catalogs: cr, policies: pr })
+        (
+            Self {
+                models: m,
+                catalogs: c,
+                policies: p,
+            },
+            TriggerReceivers {
+                models: mr,
+                catalogs: cr,
+                policies: pr,
+            },
+        )
     }
 
     fn send_models(&self, refs: impl IntoIterator<Item = ObjectRef<SemanticModel>>) {
-        refs.into_iter().for_each(|r| drop(self.models.unbounded_send(r)));
+        refs.into_iter()
+            .for_each(|r| drop(self.models.unbounded_send(r)));
     }
     fn send_catalogs(&self, refs: impl IntoIterator<Item = ObjectRef<Catalog>>) {
-        refs.into_iter().for_each(|r| drop(self.catalogs.unbounded_send(r)));
+        refs.into_iter()
+            .for_each(|r| drop(self.catalogs.unbounded_send(r)));
     }
     fn send_policies(&self, refs: impl IntoIterator<Item = ObjectRef<ReconcilePolicy>>) {
-        refs.into_iter().for_each(|r| drop(self.policies.unbounded_send(r)));
+        refs.into_iter()
+            .for_each(|r| drop(self.policies.unbounded_send(r)));
     }
 
     /// A Catalog changed: the models that live in it or read from it, and every policy of its
@@ -51,8 +65,19 @@ impl Triggers {
             Event::Apply(cat) | Event::Delete(cat) => {
                 let ns = cat.namespace().unwrap_or_default();
                 let name = cat.name_any();
-                self.send_models(stores.models_in(&ns).iter().filter(|m| model_uses_catalog(m, &name)).map(|m| ObjectRef::from_obj(m.as_ref())));
-                self.send_policies(stores.policies_in(&ns).iter().map(|p| ObjectRef::from_obj(p.as_ref())));
+                self.send_models(
+                    stores
+                        .models_in(&ns)
+                        .iter()
+                        .filter(|m| model_uses_catalog(m, &name))
+                        .map(|m| ObjectRef::from_obj(m.as_ref())),
+                );
+                self.send_policies(
+                    stores
+                        .policies_in(&ns)
+                        .iter()
+                        .map(|p| ObjectRef::from_obj(p.as_ref())),
+                );
             }
             Event::InitDone => {
                 self.send_models(all_refs(&stores.models));
@@ -67,8 +92,18 @@ impl Triggers {
         match event {
             Event::Apply(p) | Event::Delete(p) => {
                 let ns = p.namespace().unwrap_or_default();
-                self.send_catalogs(stores.catalogs_in(&ns).iter().map(|c| ObjectRef::from_obj(c.as_ref())));
-                self.send_policies(stores.policies_in(&ns).iter().map(|o| ObjectRef::from_obj(o.as_ref())));
+                self.send_catalogs(
+                    stores
+                        .catalogs_in(&ns)
+                        .iter()
+                        .map(|c| ObjectRef::from_obj(c.as_ref())),
+                );
+                self.send_policies(
+                    stores
+                        .policies_in(&ns)
+                        .iter()
+                        .map(|o| ObjectRef::from_obj(o.as_ref())),
+                );
             }
             Event::InitDone => {
                 self.send_catalogs(all_refs(&stores.catalogs));
@@ -80,15 +115,28 @@ impl Triggers {
 
     /// A model changed or went away: models claiming its current or previous name may win now.
     pub fn on_model(&self, event: &Event<SemanticModel>, stores: &Stores) {
-        let (Event::Apply(m) | Event::Delete(m)) = event else { return };
+        let (Event::Apply(m) | Event::Delete(m)) = event else {
+            return;
+        };
         let ns = m.namespace().unwrap_or_default();
-        let names: Vec<&str> = [Some(m.model_name()), m.status.as_ref().and_then(|s| s.model_name.as_deref())].into_iter().flatten().collect();
+        let names: Vec<&str> = [
+            Some(m.model_name()),
+            m.status.as_ref().and_then(|s| s.model_name.as_deref()),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         let uid = m.uid();
         self.send_models(
             stores
                 .models_in(&ns)
                 .iter()
-                .filter(|o| o.uid() != uid && o.spec.catalog == m.spec.catalog && o.spec.schema == m.spec.schema && names.contains(&o.model_name()))
+                .filter(|o| {
+                    o.uid() != uid
+                        && o.spec.catalog == m.spec.catalog
+                        && o.spec.schema == m.spec.schema
+                        && names.contains(&o.model_name())
+                })
                 .map(|o| ObjectRef::from_obj(o.as_ref())),
         );
     }
@@ -97,5 +145,10 @@ impl Triggers {
 /// Whether `model` lives in, or reads a source from, the Catalog named `catalog`.
 pub fn model_uses_catalog(model: &SemanticModel, catalog: &str) -> bool {
     model.spec.catalog == catalog
-        || model.spec.definition.datasets.iter().any(|d| SourceRef::parse(&d.source).is_ok_and(|s| s.catalog == catalog))
+        || model
+            .spec
+            .definition
+            .datasets
+            .iter()
+            .any(|d| SourceRef::parse(&d.source).is_ok_and(|s| s.catalog == catalog))
 }

@@ -26,13 +26,38 @@ pub const MAX_REGISTRATIONS: usize = 5000;
     category = "semops",
     doc = "A data catalog: a real system semops probes (postgresql, mysql) or a managed catalog that hosts semantic models, with the objects it registers.",
     printcolumn(name = "Provider", type_ = "string", json_path = ".spec.provider"),
-    printcolumn(name = "Reachable", type_ = "string", json_path = ".status.conditions[?(@.type==\"Reachable\")].status"),
-    printcolumn(name = "Registrations", type_ = "integer", json_path = ".status.registrationCount"),
+    printcolumn(
+        name = "Reachable",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Reachable\")].status"
+    ),
+    printcolumn(
+        name = "Registrations",
+        type_ = "integer",
+        json_path = ".status.registrationCount"
+    ),
     printcolumn(name = "Stale", type_ = "integer", json_path = ".status.staleCount"),
-    printcolumn(name = "Policy", type_ = "string", json_path = ".status.effectivePolicy.name"),
-    printcolumn(name = "Last Check", type_ = "date", json_path = ".status.lastCheck.finishedAt"),
-    printcolumn(name = "Ready", type_ = "string", priority = 1, json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Policy",
+        type_ = "string",
+        json_path = ".status.effectivePolicy.name"
+    ),
+    printcolumn(
+        name = "Last Check",
+        type_ = "date",
+        json_path = ".status.lastCheck.finishedAt"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        priority = 1,
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("self.provider == 'managed' || has(self.connection)").message("spec.connection is required unless provider is managed"))]
@@ -75,7 +100,7 @@ pub struct Connection {
     pub host: String,
     /// TCP port of the server.
     #[schemars(range(min = 1, max = 65535))]
-    pub port: u16,
+    pub port: i32,
     /// Database to connect to (PostgreSQL: the database holding the schemas; MySQL: optional).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub database: Option<String>,
@@ -87,7 +112,9 @@ pub struct Connection {
 }
 
 /// TLS mode of a catalog connection.
-#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[derive(
+    schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, Default,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum SslMode {
     Disable,

@@ -36,14 +36,29 @@ pub struct Desired {
 }
 
 impl Desired {
-    pub fn new(type_: &'static str, status: Status, reason: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { type_, status, reason: reason.into(), message: message.into() }
+    pub fn new(
+        type_: &'static str,
+        status: Status,
+        reason: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Self {
+            type_,
+            status,
+            reason: reason.into(),
+            message: message.into(),
+        }
     }
 }
 
 /// Builds the new condition list from the desired ones, keeping each previous
 /// `lastTransitionTime` when the status did not flip. Order follows `desired`.
-pub fn merge(previous: &[Condition], desired: Vec<Desired>, generation: Option<i64>, now: &Time) -> Vec<Condition> {
+pub fn merge(
+    previous: &[Condition],
+    desired: Vec<Desired>,
+    generation: Option<i64>,
+    now: &Time,
+) -> Vec<Condition> {
     desired
         .into_iter()
         .map(|d| {
@@ -84,22 +99,41 @@ mod tests {
 
     #[test]
     fn transition_time_is_kept_while_status_holds_and_moves_on_a_flip() {
-        let first = merge(&[], vec![Desired::new("Ready", Status::False, "Invalid", "x")], Some(1), &at(10));
+        let first = merge(
+            &[],
+            vec![Desired::new("Ready", Status::False, "Invalid", "x")],
+            Some(1),
+            &at(10),
+        );
         assert_eq!(first[0].last_transition_time, at(10));
 
-        let same_status_new_reason =
-            merge(&first, vec![Desired::new("Ready", Status::False, "NameConflict", "y")], Some(2), &at(20));
+        let same_status_new_reason = merge(
+            &first,
+            vec![Desired::new("Ready", Status::False, "NameConflict", "y")],
+            Some(2),
+            &at(20),
+        );
         assert_eq!(same_status_new_reason[0].last_transition_time, at(10));
         assert_eq!(same_status_new_reason[0].reason, "NameConflict");
         assert_eq!(same_status_new_reason[0].observed_generation, Some(2));
 
-        let flipped = merge(&same_status_new_reason, vec![Desired::new("Ready", Status::True, "Accepted", "")], Some(2), &at(30));
+        let flipped = merge(
+            &same_status_new_reason,
+            vec![Desired::new("Ready", Status::True, "Accepted", "")],
+            Some(2),
+            &at(30),
+        );
         assert_eq!(flipped[0].last_transition_time, at(30));
     }
 
     #[test]
     fn unchanged_desired_conditions_reproduce_the_previous_list_exactly() {
-        let desired = || vec![Desired::new("Ready", Status::True, "Accepted", "ok"), Desired::new("Valid", Status::True, "Valid", "")];
+        let desired = || {
+            vec![
+                Desired::new("Ready", Status::True, "Accepted", "ok"),
+                Desired::new("Valid", Status::True, "Valid", ""),
+            ]
+        };
         let first = merge(&[], desired(), Some(3), &at(10));
         let again = merge(&first, desired(), Some(3), &at(99));
         assert_eq!(first, again);

@@ -12,8 +12,8 @@ pub use catalog::{Catalog, CatalogSpec, CatalogStatus};
 pub use policy::{ReconcilePolicy, ReconcilePolicySpec, ReconcilePolicyStatus};
 pub use semantic_model::{SemanticModel, SemanticModelSpec, SemanticModelStatus};
 
-use kube::CustomResourceExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
 
 /// API group of every semops kind.
 pub const GROUP: &str = "semops.io";

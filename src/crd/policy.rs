@@ -19,9 +19,22 @@ use serde::{Deserialize, Serialize};
     printcolumn(name = "Mode", type_ = "string", json_path = ".spec.mode"),
     printcolumn(name = "Interval", type_ = "string", json_path = ".spec.interval"),
     printcolumn(name = "Enabled", type_ = "boolean", json_path = ".spec.enabled"),
-    printcolumn(name = "Catalogs", type_ = "integer", json_path = ".status.catalogCount"),
-    printcolumn(name = "Ready", type_ = "string", priority = 1, json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Catalogs",
+        type_ = "integer",
+        json_path = ".status.catalogCount"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        priority = 1,
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ReconcilePolicySpec {
@@ -52,11 +65,13 @@ pub struct ReconcilePolicySpec {
     /// Most registrations removed in one round (AutoRemove).
     #[serde(default = "default_max_removals")]
     #[schemars(range(min = 0, max = 5000))]
-    pub max_removals_per_round: u32,
+    pub max_removals_per_round: i32,
 }
 
 /// ReportOnly or AutoRemove.
-#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[derive(
+    schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, Default,
+)]
 pub enum PolicyMode {
     /// Record states and warn; never remove.
     #[default]
@@ -66,7 +81,19 @@ pub enum PolicyMode {
 }
 
 /// Kinds of registrable objects.
-#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    schemars::JsonSchema,
+    Serialize,
+    Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+)]
 pub enum RegistrationKind {
     Schema,
     Table,
@@ -85,16 +112,20 @@ pub struct ProbeSettings {
     /// Probes in flight at once.
     #[serde(default = "default_concurrency")]
     #[schemars(range(min = 1, max = 64))]
-    pub concurrency: u32,
+    pub concurrency: i32,
     /// Names per batched probe query.
     #[serde(default = "default_batch_size")]
     #[schemars(range(min = 1, max = 5000))]
-    pub batch_size: u32,
+    pub batch_size: i32,
 }
 
 impl Default for ProbeSettings {
     fn default() -> Self {
-        Self { timeout: default_probe_timeout(), concurrency: default_concurrency(), batch_size: default_batch_size() }
+        Self {
+            timeout: default_probe_timeout(),
+            concurrency: default_concurrency(),
+            batch_size: default_batch_size(),
+        }
     }
 }
 
@@ -108,18 +139,23 @@ fn default_jitter() -> f64 {
     0.2
 }
 fn default_kinds() -> Vec<RegistrationKind> {
-    vec![RegistrationKind::Schema, RegistrationKind::Table, RegistrationKind::View, RegistrationKind::Topic]
+    vec![
+        RegistrationKind::Schema,
+        RegistrationKind::Table,
+        RegistrationKind::View,
+        RegistrationKind::Topic,
+    ]
 }
 fn default_probe_timeout() -> String {
     "5s".into()
 }
-fn default_concurrency() -> u32 {
+fn default_concurrency() -> i32 {
     4
 }
-fn default_batch_size() -> u32 {
+fn default_batch_size() -> i32 {
     200
 }
-fn default_max_removals() -> u32 {
+fn default_max_removals() -> i32 {
     50
 }
 

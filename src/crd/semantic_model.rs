@@ -23,12 +23,29 @@ use serde::{Deserialize, Serialize};
     printcolumn(name = "Catalog", type_ = "string", json_path = ".spec.catalog"),
     printcolumn(name = "Schema", type_ = "string", json_path = ".spec.schema"),
     printcolumn(name = "Model", type_ = "string", json_path = ".status.modelName"),
-    printcolumn(name = "Datasets", type_ = "integer", json_path = ".status.datasetCount"),
+    printcolumn(
+        name = "Datasets",
+        type_ = "integer",
+        json_path = ".status.datasetCount"
+    ),
     printcolumn(name = "Metrics", type_ = "integer", json_path = ".status.metricCount"),
     printcolumn(name = "Revision", type_ = "integer", json_path = ".status.revision"),
-    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
-    printcolumn(name = "Reason", type_ = "string", priority = 1, json_path = ".status.conditions[?(@.type==\"Ready\")].reason"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        priority = 1,
+        json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct SemanticModelSpec {
@@ -232,7 +249,19 @@ pub struct DialectExpression {
 }
 
 /// Expression languages of Apache Ossie core.
-#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    schemars::JsonSchema,
+    Serialize,
+    Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+)]
 #[allow(non_camel_case_types)]
 pub enum Dialect {
     ANSI_SQL,

@@ -23,12 +23,17 @@ impl Claim<'_> {
         (self.created.unwrap_or(i64::MAX), self.uid)
     }
     fn same_name(&self, other: &Claim<'_>) -> bool {
-        self.catalog == other.catalog && self.schema == other.schema && self.model_name == other.model_name
+        self.catalog == other.catalog
+            && self.schema == other.schema
+            && self.model_name == other.model_name
     }
 }
 
 /// The claim that owns `me`'s name, when it is not `me`.
-pub fn conflict_winner<'a>(me: &Claim<'_>, others: impl IntoIterator<Item = Claim<'a>>) -> Option<Claim<'a>> {
+pub fn conflict_winner<'a>(
+    me: &Claim<'_>,
+    others: impl IntoIterator<Item = Claim<'a>>,
+) -> Option<Claim<'a>> {
     others
         .into_iter()
         .filter(|o| o.uid != me.uid && o.same_name(me) && o.age_key() < me.age_key())
@@ -40,7 +45,14 @@ mod tests {
     use super::*;
 
     fn claim<'a>(uid: &'a str, created: Option<i64>, name: &'a str) -> Claim<'a> {
-        Claim { uid, created, object_name: uid, catalog: "analytics", schema: "semantic", model_name: name }
+        Claim {
+            uid,
+            created,
+            object_name: uid,
+            catalog: "analytics",
+            schema: "semantic",
+            model_name: name,
+        }
     }
 
     #[test]
@@ -67,13 +79,23 @@ mod tests {
         let mut other_catalog = claim("b", Some(1), "m");
         other_catalog.catalog = "other";
         let other_case = claim("c", Some(1), "M");
-        assert_eq!(conflict_winner(&me, [other_schema, other_catalog, other_case]), None);
+        assert_eq!(
+            conflict_winner(&me, [other_schema, other_catalog, other_case]),
+            None
+        );
     }
 
     #[test]
     fn among_several_older_claims_the_oldest_is_named() {
         let me = claim("z", Some(30), "m");
-        let winner = conflict_winner(&me, [claim("x", Some(20), "m"), claim("y", Some(5), "m"), claim("w", None, "m")]);
+        let winner = conflict_winner(
+            &me,
+            [
+                claim("x", Some(20), "m"),
+                claim("y", Some(5), "m"),
+                claim("w", None, "m"),
+            ],
+        );
         assert_eq!(winner.map(|c| c.uid), Some("y"));
     }
 

@@ -98,19 +98,35 @@ pub fn validate_definition(spec: &SemanticModelSpec) -> Vec<Problem> {
     }
     let def = &spec.definition;
     v.ai_context("spec.definition.aiContext", def.ai_context.as_ref());
-    v.extensions("spec.definition.customExtensions", def.custom_extensions.as_deref());
+    v.extensions(
+        "spec.definition.customExtensions",
+        def.custom_extensions.as_deref(),
+    );
 
     if def.datasets.is_empty() {
-        v.push(Reason::EmptyList, "spec.definition.datasets", "a model needs at least one dataset");
+        v.push(
+            Reason::EmptyList,
+            "spec.definition.datasets",
+            "a model needs at least one dataset",
+        );
     }
     let mut dataset_names = HashSet::new();
     for (i, ds) in def.datasets.iter().enumerate() {
         let p = format!("spec.definition.datasets[{i}]");
-        v.unique_name(&format!("{p}.name"), &ds.name, &mut dataset_names, "dataset");
+        v.unique_name(
+            &format!("{p}.name"),
+            &ds.name,
+            &mut dataset_names,
+            "dataset",
+        );
         if v.required(&format!("{p}.source"), &ds.source)
             && let Err(e) = SourceRef::parse(&ds.source)
         {
-            v.push(Reason::InvalidSource, format!("{p}.source"), format!("{e} (got {:?})", ds.source));
+            v.push(
+                Reason::InvalidSource,
+                format!("{p}.source"),
+                format!("{e} (got {:?})", ds.source),
+            );
         }
         if let Some(pk) = &ds.primary_key {
             v.columns(&format!("{p}.primaryKey"), pk);
@@ -119,29 +135,54 @@ pub fn validate_definition(spec: &SemanticModelSpec) -> Vec<Problem> {
             v.columns(&format!("{p}.uniqueKeys[{k}]"), key);
         }
         v.ai_context(&format!("{p}.aiContext"), ds.ai_context.as_ref());
-        v.extensions(&format!("{p}.customExtensions"), ds.custom_extensions.as_deref());
+        v.extensions(
+            &format!("{p}.customExtensions"),
+            ds.custom_extensions.as_deref(),
+        );
         let mut field_names = HashSet::new();
         for (j, field) in ds.fields.iter().flatten().enumerate() {
             let fp = format!("{p}.fields[{j}]");
-            v.unique_name(&format!("{fp}.name"), &field.name, &mut field_names, "field");
+            v.unique_name(
+                &format!("{fp}.name"),
+                &field.name,
+                &mut field_names,
+                "field",
+            );
             v.expression(&format!("{fp}.expression"), &field.expression);
             v.ai_context(&format!("{fp}.aiContext"), field.ai_context.as_ref());
-            v.extensions(&format!("{fp}.customExtensions"), field.custom_extensions.as_deref());
+            v.extensions(
+                &format!("{fp}.customExtensions"),
+                field.custom_extensions.as_deref(),
+            );
         }
     }
 
     let mut relationship_names = HashSet::new();
     for (i, rel) in def.relationships.iter().flatten().enumerate() {
         let p = format!("spec.definition.relationships[{i}]");
-        v.unique_name(&format!("{p}.name"), &rel.name, &mut relationship_names, "relationship");
+        v.unique_name(
+            &format!("{p}.name"),
+            &rel.name,
+            &mut relationship_names,
+            "relationship",
+        );
         for (end, dataset) in [("from", &rel.from), ("to", &rel.to)] {
-            if v.required(&format!("{p}.{end}"), dataset) && !dataset_names.contains(dataset.as_str()) {
-                v.push(Reason::UnknownDataset, format!("{p}.{end}"), format!("no dataset named {dataset:?}"));
+            if v.required(&format!("{p}.{end}"), dataset)
+                && !dataset_names.contains(dataset.as_str())
+            {
+                v.push(
+                    Reason::UnknownDataset,
+                    format!("{p}.{end}"),
+                    format!("no dataset named {dataset:?}"),
+                );
             }
         }
         v.columns(&format!("{p}.fromColumns"), &rel.from_columns);
         v.columns(&format!("{p}.toColumns"), &rel.to_columns);
-        if !rel.from_columns.is_empty() && !rel.to_columns.is_empty() && rel.from_columns.len() != rel.to_columns.len() {
+        if !rel.from_columns.is_empty()
+            && !rel.to_columns.is_empty()
+            && rel.from_columns.len() != rel.to_columns.len()
+        {
             v.push(
                 Reason::ColumnCountMismatch,
                 format!("{p}.toColumns"),
@@ -149,22 +190,36 @@ pub fn validate_definition(spec: &SemanticModelSpec) -> Vec<Problem> {
             );
         }
         v.ai_context(&format!("{p}.aiContext"), rel.ai_context.as_ref());
-        v.extensions(&format!("{p}.customExtensions"), rel.custom_extensions.as_deref());
+        v.extensions(
+            &format!("{p}.customExtensions"),
+            rel.custom_extensions.as_deref(),
+        );
     }
 
     let mut metric_names = HashSet::new();
     for (i, metric) in def.metrics.iter().flatten().enumerate() {
         let p = format!("spec.definition.metrics[{i}]");
-        v.unique_name(&format!("{p}.name"), &metric.name, &mut metric_names, "metric");
+        v.unique_name(
+            &format!("{p}.name"),
+            &metric.name,
+            &mut metric_names,
+            "metric",
+        );
         v.expression(&format!("{p}.expression"), &metric.expression);
         v.ai_context(&format!("{p}.aiContext"), metric.ai_context.as_ref());
-        v.extensions(&format!("{p}.customExtensions"), metric.custom_extensions.as_deref());
+        v.extensions(
+            &format!("{p}.customExtensions"),
+            metric.custom_extensions.as_deref(),
+        );
     }
     v.problems
 }
 
 /// Level 2 references: home Catalog and schema, and each source's Catalog, in this namespace.
-pub fn validate_catalog_refs(spec: &SemanticModelSpec, catalogs: &dyn CatalogLookup) -> Vec<Problem> {
+pub fn validate_catalog_refs(
+    spec: &SemanticModelSpec,
+    catalogs: &dyn CatalogLookup,
+) -> Vec<Problem> {
     let mut problems = Vec::new();
     if !spec.catalog.is_empty() {
         match catalogs.catalog(&spec.catalog) {
@@ -186,12 +241,17 @@ pub fn validate_catalog_refs(spec: &SemanticModelSpec, catalogs: &dyn CatalogLoo
     }
     let mut reported = HashSet::new();
     for (i, ds) in spec.definition.datasets.iter().enumerate() {
-        let Ok(source) = SourceRef::parse(&ds.source) else { continue };
+        let Ok(source) = SourceRef::parse(&ds.source) else {
+            continue;
+        };
         if catalogs.catalog(&source.catalog).is_none() && reported.insert(source.catalog.clone()) {
             problems.push(Problem {
                 reason: Reason::CatalogNotFound,
                 path: format!("spec.definition.datasets[{i}].source"),
-                message: format!("no Catalog named {:?} in this namespace; create it or fix the source", source.catalog),
+                message: format!(
+                    "no Catalog named {:?} in this namespace; create it or fix the source",
+                    source.catalog
+                ),
             });
         }
     }
@@ -205,7 +265,11 @@ struct Validator {
 
 impl Validator {
     fn push(&mut self, reason: Reason, path: impl Into<String>, message: impl Into<String>) {
-        self.problems.push(Problem { reason, path: path.into(), message: message.into() });
+        self.problems.push(Problem {
+            reason,
+            path: path.into(),
+            message: message.into(),
+        });
     }
 
     /// Reports an empty value; returns whether the value is present.
@@ -223,11 +287,22 @@ impl Validator {
             return false;
         }
         if name.chars().count() > MAX_NAME_LEN {
-            self.push(Reason::InvalidName, path, format!("is longer than {MAX_NAME_LEN} characters"));
+            self.push(
+                Reason::InvalidName,
+                path,
+                format!("is longer than {MAX_NAME_LEN} characters"),
+            );
             return false;
         }
         if let Some(c) = name.chars().find(|c| is_forbidden_in_name(*c)) {
-            self.push(Reason::InvalidName, path, format!("contains the control or bidirectional character U+{:04X}; remove it", c as u32));
+            self.push(
+                Reason::InvalidName,
+                path,
+                format!(
+                    "contains the control or bidirectional character U+{:04X}; remove it",
+                    c as u32
+                ),
+            );
             return false;
         }
         true
@@ -235,7 +310,11 @@ impl Validator {
 
     fn unique_name(&mut self, path: &str, name: &str, seen: &mut HashSet<String>, what: &str) {
         if self.name(path, name) && !seen.insert(name.to_string()) {
-            self.push(Reason::DuplicateName, path, format!("another {what} is already named {name:?}; names must be unique"));
+            self.push(
+                Reason::DuplicateName,
+                path,
+                format!("another {what} is already named {name:?}; names must be unique"),
+            );
         }
     }
 
@@ -247,20 +326,35 @@ impl Validator {
         for (k, column) in columns.iter().enumerate() {
             let cp = format!("{path}[{k}]");
             if self.required(&cp, column) && !seen.insert(column.as_str()) {
-                self.push(Reason::DuplicateColumn, cp, format!("column {column:?} is listed twice"));
+                self.push(
+                    Reason::DuplicateColumn,
+                    cp,
+                    format!("column {column:?} is listed twice"),
+                );
             }
         }
     }
 
     fn expression(&mut self, path: &str, expression: &Expression) {
         if expression.dialects.is_empty() {
-            self.push(Reason::EmptyList, format!("{path}.dialects"), "must have at least one dialect");
+            self.push(
+                Reason::EmptyList,
+                format!("{path}.dialects"),
+                "must have at least one dialect",
+            );
         }
         let mut seen = HashSet::new();
         for (k, d) in expression.dialects.iter().enumerate() {
             let dp = format!("{path}.dialects[{k}]");
             if !seen.insert(d.dialect) {
-                self.push(Reason::DuplicateName, format!("{dp}.dialect"), format!("dialect {:?} appears twice; give each dialect once", d.dialect));
+                self.push(
+                    Reason::DuplicateName,
+                    format!("{dp}.dialect"),
+                    format!(
+                        "dialect {:?} appears twice; give each dialect once",
+                        d.dialect
+                    ),
+                );
             }
             self.required(&format!("{dp}.expression"), &d.expression);
         }
@@ -270,7 +364,11 @@ impl Validator {
         if let Some(v) = value
             && !matches!(v, Value::String(_) | Value::Object(_))
         {
-            self.push(Reason::InvalidAiContext, path, "must be a string or an object");
+            self.push(
+                Reason::InvalidAiContext,
+                path,
+                "must be a string or an object",
+            );
         }
     }
 
@@ -283,13 +381,18 @@ impl Validator {
 
 /// Control characters and bidirectional overrides/isolates make names that display as other names.
 fn is_forbidden_in_name(c: char) -> bool {
-    c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
+    c.is_control()
+        || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
 }
 
 /// Summarizes problems for a condition message: the first few, then a count.
 pub fn summarize(problems: &[Problem]) -> String {
     const SHOWN: usize = 5;
-    let mut parts: Vec<String> = problems.iter().take(SHOWN).map(ToString::to_string).collect();
+    let mut parts: Vec<String> = problems
+        .iter()
+        .take(SHOWN)
+        .map(ToString::to_string)
+        .collect();
     if problems.len() > SHOWN {
         parts.push(format!("and {} more", problems.len() - SHOWN));
     }
@@ -305,7 +408,15 @@ mod tests;
 pub fn parse_spec(spec: &Value) -> Result<SemanticModelSpec, Problem> {
     serde_path_to_error::deserialize(spec).map_err(|e| {
         let inner = e.path().to_string();
-        let path = if inner == "." { "spec".to_string() } else { format!("spec.{inner}") };
-        Problem { reason: Reason::SchemaMismatch, path, message: e.into_inner().to_string() }
+        let path = if inner == "." {
+            "spec".to_string()
+        } else {
+            format!("spec.{inner}")
+        };
+        Problem {
+            reason: Reason::SchemaMismatch,
+            path,
+            message: e.into_inner().to_string(),
+        }
     })
 }

@@ -24,15 +24,27 @@ pub enum SourceRefError {
     EmptySegment { index: usize, at: usize },
     #[error("unterminated backtick quote starting at character {at}; close it with a backtick")]
     UnterminatedQuote { at: usize },
-    #[error("unexpected character {found:?} at character {at} after a closing backtick; expected '.' or the end")]
+    #[error(
+        "unexpected character {found:?} at character {at} after a closing backtick; expected '.' or the end"
+    )]
     AfterQuote { found: char, at: usize },
-    #[error("backtick at character {at} inside an unquoted segment; quote the whole segment with backticks and double the backtick")]
+    #[error(
+        "backtick at character {at} inside an unquoted segment; quote the whole segment with backticks and double the backtick"
+    )]
     StrayBacktick { at: usize },
 }
 
 impl SourceRef {
-    pub fn new(catalog: impl Into<String>, schema: impl Into<String>, name: impl Into<String>) -> Self {
-        Self { catalog: catalog.into(), schema: schema.into(), name: name.into() }
+    pub fn new(
+        catalog: impl Into<String>,
+        schema: impl Into<String>,
+        name: impl Into<String>,
+    ) -> Self {
+        Self {
+            catalog: catalog.into(),
+            schema: schema.into(),
+            name: name.into(),
+        }
     }
 
     /// Parses `catalog.schema.object` with Ossie backtick quoting.
@@ -42,11 +54,17 @@ impl SourceRef {
         }
         let segments = split_segments(input)?;
         if segments.len() != 3 {
-            return Err(SourceRefError::SegmentCount { found: segments.len() });
+            return Err(SourceRefError::SegmentCount {
+                found: segments.len(),
+            });
         }
         let mut it = segments.into_iter();
         let (catalog, schema, name) = (it.next().unwrap(), it.next().unwrap(), it.next().unwrap());
-        Ok(Self { catalog, schema, name })
+        Ok(Self {
+            catalog,
+            schema,
+            name,
+        })
     }
 }
 
@@ -94,7 +112,10 @@ fn split_segments(input: &str) -> Result<Vec<String>, SourceRefError> {
             }
         }
         if segment.is_empty() {
-            return Err(SourceRefError::EmptySegment { index: segments.len(), at: start });
+            return Err(SourceRefError::EmptySegment {
+                index: segments.len(),
+                at: start,
+            });
         }
         segments.push(segment);
         match chars.get(i) {
@@ -116,7 +137,13 @@ pub fn format_segment(segment: &str) -> String {
 
 impl fmt::Display for SourceRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}.{}", format_segment(&self.catalog), format_segment(&self.schema), format_segment(&self.name))
+        write!(
+            f,
+            "{}.{}.{}",
+            format_segment(&self.catalog),
+            format_segment(&self.schema),
+            format_segment(&self.name)
+        )
     }
 }
 
@@ -145,7 +172,11 @@ mod tests {
             ("c.`s`.t", ("c", "s", "t")),
         ];
         for (input, (c, s, n)) in cases {
-            assert_eq!(SourceRef::parse(input), Ok(SourceRef::new(c, s, n)), "{input}");
+            assert_eq!(
+                SourceRef::parse(input),
+                Ok(SourceRef::new(c, s, n)),
+                "{input}"
+            );
         }
     }
 
@@ -173,15 +204,35 @@ mod tests {
 
     #[test]
     fn formatting_quotes_only_segments_that_need_it() {
-        assert_eq!(SourceRef::new("hr", "public", "employees").to_string(), "hr.public.employees");
-        assert_eq!(SourceRef::new("a.b", "mart", "orders").to_string(), "`a.b`.mart.orders");
-        assert_eq!(SourceRef::new("c", "we`ird", "t").to_string(), "c.`we``ird`.t");
+        assert_eq!(
+            SourceRef::new("hr", "public", "employees").to_string(),
+            "hr.public.employees"
+        );
+        assert_eq!(
+            SourceRef::new("a.b", "mart", "orders").to_string(),
+            "`a.b`.mart.orders"
+        );
+        assert_eq!(
+            SourceRef::new("c", "we`ird", "t").to_string(),
+            "c.`we``ird`.t"
+        );
     }
 
     fn segment() -> impl Strategy<Value = String> {
         // Bias toward the characters the grammar cares about.
-        proptest::collection::vec(prop_oneof![Just('.'), Just('`'), Just(' '), Just('é'), Just('😀'), any::<char>(), "[a-z_]".prop_map(|s| s.chars().next().unwrap())], 1..12)
-            .prop_map(|cs| cs.into_iter().collect())
+        proptest::collection::vec(
+            prop_oneof![
+                Just('.'),
+                Just('`'),
+                Just(' '),
+                Just('é'),
+                Just('😀'),
+                any::<char>(),
+                "[a-z_]".prop_map(|s| s.chars().next().unwrap())
+            ],
+            1..12,
+        )
+        .prop_map(|cs| cs.into_iter().collect())
     }
 
     proptest! {

@@ -11,7 +11,10 @@ pub struct DurationError {
 
 /// Parses a non-negative Go duration string.
 pub fn parse(input: &str) -> Result<Duration, DurationError> {
-    let err = |why| DurationError { input: input.to_string(), why };
+    let err = |why| DurationError {
+        input: input.to_string(),
+        why,
+    };
     let s = input.strip_prefix('+').unwrap_or(input);
     if s.is_empty() {
         return Err(err("empty"));
@@ -25,13 +28,17 @@ pub fn parse(input: &str) -> Result<Duration, DurationError> {
     let mut total = 0f64;
     let mut rest = s;
     while !rest.is_empty() {
-        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
         if num_len == 0 {
             return Err(err("expected a number"));
         }
         let number: f64 = rest[..num_len].parse().map_err(|_| err("bad number"))?;
         rest = &rest[num_len..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
         let seconds_per_unit = match &rest[..unit_len] {
             "ns" => 1e-9,
             "us" | "µs" | "μs" => 1e-6,
@@ -57,7 +64,15 @@ mod tests {
 
     #[test]
     fn parses_go_durations() {
-        for (s, secs) in [("1h", 3600.0), ("90s", 90.0), ("1h30m", 5400.0), ("1.5h", 5400.0), ("500ms", 0.5), ("0", 0.0), ("2m3s", 123.0)] {
+        for (s, secs) in [
+            ("1h", 3600.0),
+            ("90s", 90.0),
+            ("1h30m", 5400.0),
+            ("1.5h", 5400.0),
+            ("500ms", 0.5),
+            ("0", 0.0),
+            ("2m3s", 123.0),
+        ] {
             assert_eq!(parse(s).unwrap().as_secs_f64(), secs, "{s}");
         }
     }

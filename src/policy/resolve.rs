@@ -38,7 +38,11 @@ pub struct OperatorDefaults {
 
 impl Default for OperatorDefaults {
     fn default() -> Self {
-        Self { enabled: false, mode: PolicyMode::ReportOnly, interval: "1h".into() }
+        Self {
+            enabled: false,
+            mode: PolicyMode::ReportOnly,
+            interval: "1h".into(),
+        }
     }
 }
 
@@ -54,14 +58,28 @@ pub struct Resolution {
 }
 
 fn from_policy(p: &PolicyView<'_>, source: PolicySource) -> EffectivePolicy {
-    EffectivePolicy { name: Some(p.name.to_string()), source, mode: p.mode, interval: p.interval.to_string(), enabled: p.enabled }
+    EffectivePolicy {
+        name: Some(p.name.to_string()),
+        source,
+        mode: p.mode,
+        interval: p.interval.to_string(),
+        enabled: p.enabled,
+    }
 }
 
 /// Resolves the effective policy of `catalog` among the policies of its namespace.
-pub fn effective_policy(catalog: &CatalogView<'_>, policies: &[PolicyView<'_>], defaults: &OperatorDefaults) -> Resolution {
+pub fn effective_policy(
+    catalog: &CatalogView<'_>,
+    policies: &[PolicyView<'_>],
+    defaults: &OperatorDefaults,
+) -> Resolution {
     if let Some(wanted) = catalog.policy_ref {
         return match policies.iter().find(|p| p.name == wanted) {
-            Some(p) => Resolution { effective: from_policy(p, PolicySource::Reference), missing_reference: None, overlapping: vec![] },
+            Some(p) => Resolution {
+                effective: from_policy(p, PolicySource::Reference),
+                missing_reference: None,
+                overlapping: vec![],
+            },
             None => Resolution {
                 effective: EffectivePolicy {
                     name: Some(wanted.to_string()),
@@ -77,12 +95,22 @@ pub fn effective_policy(catalog: &CatalogView<'_>, policies: &[PolicyView<'_>], 
     }
     let mut selecting: Vec<&PolicyView<'_>> = policies
         .iter()
-        .filter(|p| !selector::is_empty(p.selector) && p.selector.is_some_and(|s| selector::matches(s, catalog.labels)))
+        .filter(|p| {
+            !selector::is_empty(p.selector)
+                && p.selector
+                    .is_some_and(|s| selector::matches(s, catalog.labels))
+        })
         .collect();
     selecting.sort_by_key(|p| p.name);
-    let mut namespace_wide: Vec<&PolicyView<'_>> = policies.iter().filter(|p| selector::is_empty(p.selector)).collect();
+    let mut namespace_wide: Vec<&PolicyView<'_>> = policies
+        .iter()
+        .filter(|p| selector::is_empty(p.selector))
+        .collect();
     namespace_wide.sort_by_key(|p| p.name);
-    for (level, source) in [(selecting, PolicySource::Selector), (namespace_wide, PolicySource::Namespace)] {
+    for (level, source) in [
+        (selecting, PolicySource::Selector),
+        (namespace_wide, PolicySource::Namespace),
+    ] {
         if let Some((first, rest)) = level.split_first() {
             return Resolution {
                 effective: from_policy(first, source),
@@ -105,14 +133,22 @@ pub fn effective_policy(catalog: &CatalogView<'_>, policies: &[PolicyView<'_>], 
 }
 
 /// For each policy in overlap, the policies it overlaps with and one example of why.
-pub fn overlaps(catalogs: &[CatalogView<'_>], policies: &[PolicyView<'_>]) -> BTreeMap<String, (BTreeSet<String>, String)> {
+pub fn overlaps(
+    catalogs: &[CatalogView<'_>],
+    policies: &[PolicyView<'_>],
+) -> BTreeMap<String, (BTreeSet<String>, String)> {
     let mut out: BTreeMap<String, (BTreeSet<String>, String)> = BTreeMap::new();
     let mut note = |a: &str, b: &str, why: &str| {
-        let entry = out.entry(a.to_string()).or_insert_with(|| (BTreeSet::new(), why.to_string()));
+        let entry = out
+            .entry(a.to_string())
+            .or_insert_with(|| (BTreeSet::new(), why.to_string()));
         entry.0.insert(b.to_string());
     };
     // Namespace-wide policies overlap with each other whatever catalogs exist.
-    let namespace_wide: Vec<_> = policies.iter().filter(|p| selector::is_empty(p.selector)).collect();
+    let namespace_wide: Vec<_> = policies
+        .iter()
+        .filter(|p| selector::is_empty(p.selector))
+        .collect();
     for a in &namespace_wide {
         for b in namespace_wide.iter().filter(|b| b.name != a.name) {
             note(a.name, b.name, "both have an empty catalogSelector");
@@ -121,7 +157,9 @@ pub fn overlaps(catalogs: &[CatalogView<'_>], policies: &[PolicyView<'_>]) -> BT
     // Selector policies overlap where both match a catalog that has no explicit reference.
     for catalog in catalogs.iter().filter(|c| c.policy_ref.is_none()) {
         let resolution = effective_policy(catalog, policies, &OperatorDefaults::default());
-        if resolution.effective.source != PolicySource::Selector || resolution.overlapping.is_empty() {
+        if resolution.effective.source != PolicySource::Selector
+            || resolution.overlapping.is_empty()
+        {
             continue;
         }
         let mut all = resolution.overlapping.clone();
@@ -140,10 +178,19 @@ mod tests {
     use super::*;
 
     fn policy<'a>(name: &'a str, selector: Option<&'a LabelSelector>) -> PolicyView<'a> {
-        PolicyView { name, selector, mode: PolicyMode::AutoRemove, interval: "30m", enabled: true }
+        PolicyView {
+            name,
+            selector,
+            mode: PolicyMode::AutoRemove,
+            interval: "30m",
+            enabled: true,
+        }
     }
     fn sel(k: &str, v: &str) -> LabelSelector {
-        LabelSelector { match_labels: Some(BTreeMap::from([(k.to_string(), v.to_string())])), ..Default::default() }
+        LabelSelector {
+            match_labels: Some(BTreeMap::from([(k.to_string(), v.to_string())])),
+            ..Default::default()
+        }
     }
 
     struct Case {
@@ -170,19 +217,75 @@ mod tests {
             policy("ns-wide-2", Some(&empty)),
         ];
         let cases = [
-            Case { what: "reference wins over everything", labels: &[("tier", "prod")], policy_ref: Some("hr"), want_name: Some("hr"), want_source: PolicySource::Reference, want_overlap: &[], want_missing: false },
-            Case { what: "missing reference disables checks", labels: &[("tier", "prod")], policy_ref: Some("gone"), want_name: Some("gone"), want_source: PolicySource::Reference, want_overlap: &[], want_missing: true },
-            Case { what: "two selector matches: alphabetical first, overlap", labels: &[("tier", "prod")], policy_ref: None, want_name: Some("also-prod"), want_source: PolicySource::Selector, want_overlap: &["strict"], want_missing: false },
-            Case { what: "one selector match", labels: &[("team", "hr")], policy_ref: None, want_name: Some("hr"), want_source: PolicySource::Selector, want_overlap: &[], want_missing: false },
-            Case { what: "no selector match: empty selector", labels: &[("tier", "dev")], policy_ref: None, want_name: Some("ns-wide"), want_source: PolicySource::Namespace, want_overlap: &["ns-wide-2"], want_missing: false },
+            Case {
+                what: "reference wins over everything",
+                labels: &[("tier", "prod")],
+                policy_ref: Some("hr"),
+                want_name: Some("hr"),
+                want_source: PolicySource::Reference,
+                want_overlap: &[],
+                want_missing: false,
+            },
+            Case {
+                what: "missing reference disables checks",
+                labels: &[("tier", "prod")],
+                policy_ref: Some("gone"),
+                want_name: Some("gone"),
+                want_source: PolicySource::Reference,
+                want_overlap: &[],
+                want_missing: true,
+            },
+            Case {
+                what: "two selector matches: alphabetical first, overlap",
+                labels: &[("tier", "prod")],
+                policy_ref: None,
+                want_name: Some("also-prod"),
+                want_source: PolicySource::Selector,
+                want_overlap: &["strict"],
+                want_missing: false,
+            },
+            Case {
+                what: "one selector match",
+                labels: &[("team", "hr")],
+                policy_ref: None,
+                want_name: Some("hr"),
+                want_source: PolicySource::Selector,
+                want_overlap: &[],
+                want_missing: false,
+            },
+            Case {
+                what: "no selector match: empty selector",
+                labels: &[("tier", "dev")],
+                policy_ref: None,
+                want_name: Some("ns-wide"),
+                want_source: PolicySource::Namespace,
+                want_overlap: &["ns-wide-2"],
+                want_missing: false,
+            },
         ];
         for c in cases {
-            let labels: BTreeMap<String, String> = c.labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-            let cat = CatalogView { name: "hr", labels: &labels, policy_ref: c.policy_ref };
+            let labels: BTreeMap<String, String> = c
+                .labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            let cat = CatalogView {
+                name: "hr",
+                labels: &labels,
+                policy_ref: c.policy_ref,
+            };
             let r = effective_policy(&cat, &all, &OperatorDefaults::default());
             assert_eq!(r.effective.name.as_deref(), c.want_name, "{}", c.what);
             assert_eq!(r.effective.source, c.want_source, "{}", c.what);
-            assert_eq!(r.overlapping, c.want_overlap.iter().map(|s| s.to_string()).collect::<Vec<_>>(), "{}", c.what);
+            assert_eq!(
+                r.overlapping,
+                c.want_overlap
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect::<Vec<_>>(),
+                "{}",
+                c.what
+            );
             assert_eq!(r.missing_reference.is_some(), c.want_missing, "{}", c.what);
             if c.want_missing {
                 assert!(!r.effective.enabled);
@@ -194,12 +297,26 @@ mod tests {
     #[test]
     fn no_policy_at_all_gives_the_operator_defaults() {
         let labels = BTreeMap::new();
-        let cat = CatalogView { name: "hr", labels: &labels, policy_ref: None };
-        let defaults = OperatorDefaults { enabled: true, mode: PolicyMode::ReportOnly, interval: "2h".into() };
+        let cat = CatalogView {
+            name: "hr",
+            labels: &labels,
+            policy_ref: None,
+        };
+        let defaults = OperatorDefaults {
+            enabled: true,
+            mode: PolicyMode::ReportOnly,
+            interval: "2h".into(),
+        };
         let r = effective_policy(&cat, &[], &defaults);
         assert_eq!(
             r.effective,
-            EffectivePolicy { name: None, source: PolicySource::OperatorDefault, mode: PolicyMode::ReportOnly, interval: "2h".into(), enabled: true }
+            EffectivePolicy {
+                name: None,
+                source: PolicySource::OperatorDefault,
+                mode: PolicyMode::ReportOnly,
+                interval: "2h".into(),
+                enabled: true
+            }
         );
     }
 
@@ -207,12 +324,27 @@ mod tests {
     fn overlap_marks_both_policies_and_ignores_catalogs_with_a_reference() {
         let prod = sel("tier", "prod");
         let prod2 = sel("tier", "prod");
-        let policies = vec![policy("a", Some(&prod)), policy("b", Some(&prod2)), policy("c", None)];
+        let policies = vec![
+            policy("a", Some(&prod)),
+            policy("b", Some(&prod2)),
+            policy("c", None),
+        ];
         let prod_labels = BTreeMap::from([("tier".to_string(), "prod".to_string())]);
-        let referenced = [CatalogView { name: "x", labels: &prod_labels, policy_ref: Some("a") }];
-        assert!(overlaps(&referenced, &policies).is_empty(), "a referencing catalog resolves by reference");
+        let referenced = [CatalogView {
+            name: "x",
+            labels: &prod_labels,
+            policy_ref: Some("a"),
+        }];
+        assert!(
+            overlaps(&referenced, &policies).is_empty(),
+            "a referencing catalog resolves by reference"
+        );
 
-        let free = [CatalogView { name: "y", labels: &prod_labels, policy_ref: None }];
+        let free = [CatalogView {
+            name: "y",
+            labels: &prod_labels,
+            policy_ref: None,
+        }];
         let o = overlaps(&free, &policies);
         assert_eq!(o.keys().cloned().collect::<Vec<_>>(), vec!["a", "b"]);
         assert!(o["a"].1.contains("\"y\""));

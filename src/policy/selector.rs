@@ -7,7 +7,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 /// Whether a selector selects nothing-in-particular (and so every object).
 pub fn is_empty(selector: Option<&LabelSelector>) -> bool {
     selector.is_none_or(|s| {
-        s.match_labels.as_ref().is_none_or(BTreeMap::is_empty) && s.match_expressions.as_ref().is_none_or(Vec::is_empty)
+        s.match_labels.as_ref().is_none_or(BTreeMap::is_empty)
+            && s.match_expressions.as_ref().is_none_or(Vec::is_empty)
     })
 }
 
@@ -16,12 +17,24 @@ pub fn check(selector: &LabelSelector) -> Result<(), String> {
     for (i, e) in selector.match_expressions.iter().flatten().enumerate() {
         let values = e.values.as_ref().map_or(0, Vec::len);
         match e.operator.as_str() {
-            "In" | "NotIn" if values == 0 => return Err(format!("matchExpressions[{i}]: operator {} needs values", e.operator)),
+            "In" | "NotIn" if values == 0 => {
+                return Err(format!(
+                    "matchExpressions[{i}]: operator {} needs values",
+                    e.operator
+                ));
+            }
             "Exists" | "DoesNotExist" if values > 0 => {
-                return Err(format!("matchExpressions[{i}]: operator {} takes no values", e.operator));
+                return Err(format!(
+                    "matchExpressions[{i}]: operator {} takes no values",
+                    e.operator
+                ));
             }
             "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
-            other => return Err(format!("matchExpressions[{i}]: unknown operator {other:?}; use In, NotIn, Exists or DoesNotExist")),
+            other => {
+                return Err(format!(
+                    "matchExpressions[{i}]: unknown operator {other:?}; use In, NotIn, Exists or DoesNotExist"
+                ));
+            }
         }
     }
     Ok(())
@@ -32,7 +45,11 @@ pub fn matches(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> b
     if check(selector).is_err() {
         return false;
     }
-    let labels_ok = selector.match_labels.iter().flatten().all(|(k, v)| labels.get(k) == Some(v));
+    let labels_ok = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
     let expressions_ok = selector.match_expressions.iter().flatten().all(|e| {
         let values = e.values.as_deref().unwrap_or_default();
         match e.operator.as_str() {
@@ -52,7 +69,10 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
     fn expr(key: &str, op: &str, values: &[&str]) -> LabelSelectorRequirement {
         LabelSelectorRequirement {
@@ -66,29 +86,44 @@ mod tests {
     fn match_labels_and_expressions_follow_the_api_semantics() {
         let sel = LabelSelector {
             match_labels: Some(labels(&[("tier", "prod")])),
-            match_expressions: Some(vec![expr("team", "In", &["hr", "fin"]), expr("legacy", "DoesNotExist", &[])]),
+            match_expressions: Some(vec![
+                expr("team", "In", &["hr", "fin"]),
+                expr("legacy", "DoesNotExist", &[]),
+            ]),
         };
         let cases = [
             (labels(&[("tier", "prod"), ("team", "hr")]), true),
             (labels(&[("tier", "prod"), ("team", "ops")]), false),
             (labels(&[("tier", "dev"), ("team", "hr")]), false),
-            (labels(&[("tier", "prod"), ("team", "fin"), ("legacy", "")]), false),
+            (
+                labels(&[("tier", "prod"), ("team", "fin"), ("legacy", "")]),
+                false,
+            ),
             (labels(&[]), false),
         ];
         for (l, want) in cases {
             assert_eq!(matches(&sel, &l), want, "{l:?}");
         }
-        let not_in = LabelSelector { match_expressions: Some(vec![expr("tier", "NotIn", &["dev"])]), ..Default::default() };
+        let not_in = LabelSelector {
+            match_expressions: Some(vec![expr("tier", "NotIn", &["dev"])]),
+            ..Default::default()
+        };
         assert!(matches(&not_in, &labels(&[])));
         assert!(!matches(&not_in, &labels(&[("tier", "dev")])));
     }
 
     #[test]
     fn invalid_selectors_are_reported_and_match_nothing() {
-        let bad = LabelSelector { match_expressions: Some(vec![expr("a", "Like", &["x"])]), ..Default::default() };
+        let bad = LabelSelector {
+            match_expressions: Some(vec![expr("a", "Like", &["x"])]),
+            ..Default::default()
+        };
         assert!(check(&bad).is_err());
         assert!(!matches(&bad, &labels(&[("a", "x")])));
-        let no_values = LabelSelector { match_expressions: Some(vec![expr("a", "In", &[])]), ..Default::default() };
+        let no_values = LabelSelector {
+            match_expressions: Some(vec![expr("a", "In", &[])]),
+            ..Default::default()
+        };
         assert!(check(&no_values).is_err());
     }
 
@@ -96,6 +131,9 @@ mod tests {
     fn empty_selectors_are_recognized() {
         assert!(is_empty(None));
         assert!(is_empty(Some(&LabelSelector::default())));
-        assert!(!is_empty(Some(&LabelSelector { match_labels: Some(labels(&[("a", "b")])), ..Default::default() })));
+        assert!(!is_empty(Some(&LabelSelector {
+            match_labels: Some(labels(&[("a", "b")])),
+            ..Default::default()
+        })));
     }
 }
