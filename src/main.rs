@@ -76,6 +76,9 @@ struct RunArgs {
     concurrency: u16,
     #[arg(long, value_enum, env = "SEMOPS_LOG_FORMAT", default_value = "text")]
     log_format: LogFormat,
+    /// Watch only this namespace (all namespaces by default).
+    #[arg(long, env = "SEMOPS_WATCH_NAMESPACE")]
+    watch_namespace: Option<String>,
 }
 
 fn parse_mode(s: &str) -> Result<PolicyMode, String> {
@@ -188,6 +191,7 @@ fn run_operator(args: RunArgs) -> anyhow::Result<()> {
             interval: args.default_interval,
         },
         concurrency: args.concurrency,
+        watch_namespace: args.watch_namespace,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -35,6 +35,8 @@ pub struct RunConfig {
     pub lease_timings: LeaseTimings,
     pub defaults: OperatorDefaults,
     pub concurrency: u16,
+    /// Watch only this namespace (namespace-scoped installs, tests); all namespaces when None.
+    pub watch_namespace: Option<String>,
 }
 
 /// Subscriber buffer of each shared cache; the reflector waits when a controller lags this far.
@@ -42,6 +44,7 @@ const SHARED_BUFFER: usize = 4096;
 
 fn watch_kind<K>(
     client: &Client,
+    namespace: Option<&str>,
     writer: Writer<K>,
     tap: impl Fn(&Event<K>) + Send + 'static,
 ) -> impl std::future::Future<Output = ()> + Send + 'static
@@ -106,17 +109,26 @@ pub async fn run(
 
     let (triggers, receivers) = Triggers::new();
     let (t, s) = (triggers.clone(), stores.clone());
-    tokio::spawn(watch_kind(&client, models_writer, move |e| {
-        t.on_model(e, &s)
-    }));
+    tokio::spawn(watch_kind(
+        &client,
+        cfg.watch_namespace.as_deref(),
+        models_writer,
+        move |e| t.on_model(e, &s),
+    ));
     let (t, s) = (triggers.clone(), stores.clone());
-    tokio::spawn(watch_kind(&client, catalogs_writer, move |e| {
-        t.on_catalog(e, &s)
-    }));
+    tokio::spawn(watch_kind(
+        &client,
+        cfg.watch_namespace.as_deref(),
+        catalogs_writer,
+        move |e| t.on_catalog(e, &s),
+    ));
     let (t, s) = (triggers.clone(), stores.clone());
-    tokio::spawn(watch_kind(&client, policies_writer, move |e| {
-        t.on_policy(e, &s)
-    }));
+    tokio::spawn(watch_kind(
+        &client,
+        cfg.watch_namespace.as_deref(),
+        policies_writer,
+        move |e| t.on_policy(e, &s),
+    ));
 
     {
         let (ready, stores) = (ready.clone(), stores.clone());

@@ -1,0 +1,407 @@
+//! End-to-end harness shared by the e2e test binaries.
+//!
+//! One real control plane per test binary (started by `hack/cluster`, torn down by its reaper
+//! when the binary exits), or any cluster named by `SEMOPS_TEST_KUBECONFIG`. Each test gets a
+//! fresh namespace and, when it needs one, its own `semops run` child process watching only
+//! that namespace, so tests in one binary run in parallel without seeing each other.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+pub const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+pub struct Env {
+    pub kubeconfig: PathBuf,
+    pub bin_dir: PathBuf,
+    /// The API server's audit log (own clusters only).
+    pub audit_log: Option<PathBuf>,
+    pub work_dir: PathBuf,
+}
+
+static ENV: OnceLock<Env> = OnceLock::new();
+static ENV_NO_CRDS: OnceLock<Env> = OnceLock::new();
+
+fn run_script(cmd: &mut Command, what: &str) -> String {
+    let out = cmd
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(out.status.success(), "{what} failed ({})", out.status);
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+fn start(install_crds: bool) -> Env {
+    let bin_dir = PathBuf::from(run_script(
+        Command::new(format!("{ROOT}/hack/testenv")).current_dir(ROOT),
+        "hack/testenv",
+    ));
+    let exe = std::env::current_exe().unwrap();
+    let name = exe.file_stem().unwrap().to_string_lossy().to_string();
+    let work_dir = PathBuf::from(ROOT)
+        .join("target/e2e")
+        .join(format!("{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&work_dir).unwrap();
+    let (kubeconfig, audit_log) = match std::env::var("SEMOPS_TEST_KUBECONFIG") {
+        Ok(kc) => (PathBuf::from(kc), None),
+        Err(_) => {
+            let dir = work_dir.join("cluster");
+            let kc = run_script(
+                Command::new(format!("{ROOT}/hack/cluster"))
+                    .args([
+                        "up",
+                        dir.to_str().unwrap(),
+                        "--owner-pid",
+                        &std::process::id().to_string(),
+                    ])
+                    .current_dir(ROOT),
+                "hack/cluster up",
+            );
+            (PathBuf::from(kc), Some(dir.join("logs/audit.log")))
+        }
+    };
+    let env = Env {
+        kubeconfig,
+        bin_dir,
+        audit_log,
+        work_dir,
+    };
+    if install_crds {
+        env.kubectl_ok(&["apply", "-f", &format!("{ROOT}/crds/")]);
+        env.kubectl_ok(&[
+            "wait",
+            "--for",
+            "condition=Established",
+            "crd/semanticmodels.semops.io",
+            "crd/catalogs.semops.io",
+            "crd/reconcilepolicies.semops.io",
+            "--timeout=60s",
+        ]);
+    }
+    env
+}
+
+/// The environment of this test binary, with the CRDs installed.
+pub fn env() -> &'static Env {
+    ENV.get_or_init(|| start(true))
+}
+
+/// An environment without CRDs (for installing them through helm).
+pub fn env_without_crds() -> &'static Env {
+    ENV_NO_CRDS.get_or_init(|| start(false))
+}
+
+impl Env {
+    pub fn tool(&self, name: &str) -> Command {
+        let mut c = Command::new(self.bin_dir.join(name));
+        c.env("KUBECONFIG", &self.kubeconfig);
+        c
+    }
+
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        self.tool("kubectl")
+            .args(args)
+            .output()
+            .expect("kubectl runs")
+    }
+
+    /// Runs kubectl, asserting success; returns stdout.
+    pub fn kubectl_ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Applies YAML from memory; returns the output (success or not).
+    pub fn apply(&self, yaml: &str) -> Output {
+        let mut child = self
+            .tool("kubectl")
+            .args(["apply", "-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(yaml.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    }
+
+    pub fn apply_ok(&self, yaml: &str) {
+        let out = self.apply(yaml);
+        assert!(
+            out.status.success(),
+            "apply failed: {}\n{yaml}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// A fresh namespace, deleted (without waiting) when the guard drops.
+    pub fn namespace(&'static self, prefix: &str) -> Namespace {
+        let name = format!(
+            "{prefix}-{}",
+            &uuid::Uuid::now_v7().simple().to_string()[20..]
+        );
+        self.kubectl_ok(&["create", "namespace", &name]);
+        Namespace { env: self, name }
+    }
+
+    pub async fn client(&self) -> kube::Client {
+        let kc = kube::config::Kubeconfig::read_from(&self.kubeconfig).unwrap();
+        let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .unwrap();
+        kube::Client::try_from(cfg).unwrap()
+    }
+
+    /// Audit events of `verb` on `resource/subresource` in `namespace` (own clusters only).
+    pub fn audited_writes(
+        &self,
+        namespace: &str,
+        resource: &str,
+        subresource: &str,
+        verb: &str,
+    ) -> Option<usize> {
+        let text = std::fs::read_to_string(self.audit_log.as_ref()?).ok()?;
+        Some(
+            text.lines()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .filter(|e| e["stage"] == "ResponseComplete" && e["verb"] == verb)
+                .filter(|e| {
+                    let o = &e["objectRef"];
+                    o["namespace"] == namespace
+                        && o["resource"] == resource
+                        && o["subresource"] == subresource
+                })
+                .count(),
+        )
+    }
+}
+
+pub struct Namespace {
+    env: &'static Env,
+    pub name: String,
+}
+
+impl Drop for Namespace {
+    fn drop(&mut self) {
+        let _ = self
+            .env
+            .kubectl(&["delete", "namespace", &self.name, "--wait=false"]);
+    }
+}
+
+/// The examples/ manifests rewritten into `ns` (the Namespace object itself is skipped).
+pub fn examples_in(ns: &str) -> String {
+    let mut files: Vec<_> = std::fs::read_dir(format!("{ROOT}/examples"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .filter(|p| {
+            !p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .contains("namespace")
+        })
+        .map(|p| {
+            std::fs::read_to_string(p)
+                .unwrap()
+                .replace("namespace: example", &format!("namespace: {ns}"))
+        })
+        .collect::<Vec<_>>()
+        .join("\n---\n")
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A `semops run` child process.
+pub struct Operator {
+    child: Option<Child>,
+    pub probe_port: u16,
+    pub log: PathBuf,
+}
+
+impl Operator {
+    /// Starts an operator watching `watch_ns` with its Lease in `lease_ns`, waits for /readyz.
+    pub fn start(
+        env: &Env,
+        kubeconfig: &Path,
+        watch_ns: Option<&str>,
+        lease_ns: &str,
+        extra: &[&str],
+    ) -> Operator {
+        let probe_port = free_port();
+        let log = env.work_dir.join(format!("operator-{probe_port}.log"));
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_semops"));
+        cmd.env("KUBECONFIG", kubeconfig)
+            .env("RUST_LOG", "info,semops=debug")
+            .args([
+                "run",
+                "--probe-addr",
+                &format!("127.0.0.1:{probe_port}"),
+                "--lease-namespace",
+                lease_ns,
+                "--log-format",
+                "json",
+            ])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap());
+        if let Some(ns) = watch_ns {
+            cmd.args(["--watch-namespace", ns]);
+        }
+        let child = cmd.spawn().expect("semops starts");
+        let op = Operator {
+            child: Some(child),
+            probe_port,
+            log,
+        };
+        eventually(Duration::from_secs(60), "operator ready", || {
+            (op.http_get("/readyz").as_deref() == Some("ready")).then_some(())
+        });
+        op
+    }
+
+    /// An operator for one test namespace, with its Lease there too.
+    pub fn for_namespace(env: &Env, ns: &str) -> Operator {
+        Operator::start(env, &env.kubeconfig, Some(ns), ns, &[])
+    }
+
+    pub fn http_get(&self, path: &str) -> Option<String> {
+        let mut s = TcpStream::connect(("127.0.0.1", self.probe_port)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+        let mut buf = String::new();
+        s.read_to_string(&mut buf).ok()?;
+        let (head, body) = buf.split_once("\r\n\r\n")?;
+        head.starts_with("HTTP/1.0 200")
+            .then(|| body.to_string())
+            .or_else(|| head.starts_with("HTTP/1.1 200").then(|| body.to_string()))
+    }
+
+    /// Sum of a metric's samples whose line contains every `filter` string.
+    pub fn metric(&self, name: &str, filters: &[&str]) -> f64 {
+        let text = self.http_get("/metrics").unwrap_or_default();
+        text.lines()
+            .filter(|l| {
+                l.starts_with(name)
+                    && (l.as_bytes().get(name.len()) == Some(&b'{')
+                        || l.as_bytes().get(name.len()) == Some(&b' '))
+            })
+            .filter(|l| filters.iter().all(|f| l.contains(f)))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
+    pub fn is_leading(&self) -> bool {
+        self.metric("leader_election_master_status", &[]) == 1.0
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    /// SIGKILL: no chance to release the Lease.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM and wait: a graceful shutdown that releases the Lease.
+    pub fn terminate(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &c.id().to_string()])
+                .status();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Polls `f` until it returns Some or `timeout` passes (then panics naming `what`).
+pub fn eventually<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            start.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// `kubectl get` one JSONPath value.
+pub fn jsonpath(env: &Env, ns: &str, what: &str, path: &str) -> String {
+    String::from_utf8(
+        env.kubectl(&["get", "-n", ns, what, "-o", &format!("jsonpath={path}")])
+            .stdout,
+    )
+    .unwrap()
+}
+
+/// The Ready condition's (status, reason, message) of an object.
+pub fn ready(env: &Env, ns: &str, what: &str) -> (String, String, String) {
+    let get = |field: &str| {
+        jsonpath(
+            env,
+            ns,
+            what,
+            &format!("{{.status.conditions[?(@.type==\"Ready\")].{field}}}"),
+        )
+    };
+    (get("status"), get("reason"), get("message"))
+}
+
+/// Waits until the Ready condition has `status` and `reason`; returns its message.
+pub fn wait_ready(env: &Env, ns: &str, what: &str, status: &str, reason: &str) -> String {
+    eventually(
+        Duration::from_secs(60),
+        &format!("{what} Ready={status}/{reason}"),
+        || {
+            let (s, r, m) = ready(env, ns, what);
+            (s == status && r == reason).then_some(m)
+        },
+    )
+}
