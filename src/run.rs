@@ -49,7 +49,7 @@ fn watch_kind<K>(
     tap: impl Fn(&Event<K>) + Send + 'static,
 ) -> impl std::future::Future<Output = ()> + Send + 'static
 where
-    K: Resource<DynamicType = ()>
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
         + Clone
         + DeserializeOwned
         + std::fmt::Debug
@@ -57,7 +57,10 @@ where
         + Sync
         + 'static,
 {
-    let api: Api<K> = Api::all(client.clone());
+    let api: Api<K> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
     make_watcher(api, watcher::Config::default())
         .default_backoff()
         // managedFields are a large share of each object and nothing here reads them.
@@ -159,16 +162,6 @@ pub async fn run(
     } else {
         LeaderHandle::always()
     };
-    {
-        let (leader, metrics, token) = (leader.clone(), metrics.clone(), shutdown.clone());
-        tokio::spawn(async move {
-            while !token.is_cancelled() {
-                metrics.is_leader.set(i64::from(leader.is_leading()));
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-        });
-    }
-
     let recorder = Recorder::new(
         client.clone(),
         Reporter {
@@ -242,7 +235,11 @@ pub async fn run(
     tracing::info!(addr = %listener.local_addr()?, "serving /healthz, /readyz, /metrics");
     let server = server::serve(
         listener,
-        server::ProbeState { ready, metrics },
+        server::ProbeState {
+            ready,
+            metrics,
+            leader: leader.clone(),
+        },
         shutdown.clone(),
     );
 

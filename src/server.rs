@@ -11,12 +11,14 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use tokio_util::sync::CancellationToken;
 
+use crate::leader::LeaderHandle;
 use crate::telemetry::Metrics;
 
 #[derive(Clone)]
 pub struct ProbeState {
     pub ready: Arc<AtomicBool>,
     pub metrics: Arc<Metrics>,
+    pub leader: LeaderHandle,
 }
 
 pub fn router(state: ProbeState) -> Router {
@@ -36,6 +38,8 @@ async fn readyz(State(s): State<ProbeState>) -> impl IntoResponse {
 }
 
 async fn metrics(State(s): State<ProbeState>) -> impl IntoResponse {
+    // Sampled at scrape time so the gauge is never behind the lease.
+    s.metrics.is_leader.set(i64::from(s.leader.is_leading()));
     (
         [(
             header::CONTENT_TYPE,

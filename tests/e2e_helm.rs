@@ -1,0 +1,156 @@
+//! The chart against a real control plane: it lints and installs (CRDs included), its RBAC is
+//! enough for the operator to reconcile the examples, and not an inch more (no Secrets listing).
+//! Pods never start here (no kubelet), so the operator runs out of cluster with a token of the
+//! chart's ServiceAccount.
+
+mod support;
+
+use std::path::PathBuf;
+
+use support::{Operator, ROOT, env_without_crds, wait_ready};
+
+/// A kubeconfig for the API server of `admin_kubeconfig` that authenticates with `token`.
+fn token_kubeconfig(admin_kubeconfig: &PathBuf, token: &str, out: &PathBuf) {
+    let admin: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(admin_kubeconfig).unwrap()).unwrap();
+    let cluster = &admin["clusters"][0]["cluster"];
+    let yaml = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: {server:?}, certificate-authority: {ca:?}}}\nusers:\n- name: semops\n  user: {{token: {token:?}}}\ncontexts:\n- name: c\n  context: {{cluster: c, user: semops}}\ncurrent-context: c\n",
+        server = cluster["server"].as_str().unwrap(),
+        ca = cluster["certificate-authority"].as_str().unwrap(),
+    );
+    std::fs::write(out, yaml).unwrap();
+}
+
+#[test]
+fn the_chart_installs_and_its_rbac_is_sufficient_and_minimal() {
+    let env = env_without_crds();
+    let chart = format!("{ROOT}/charts/semops");
+    let lint = env
+        .tool("helm")
+        .args(["lint", "--strict", &chart])
+        .output()
+        .unwrap();
+    assert!(
+        lint.status.success(),
+        "helm lint: {}",
+        String::from_utf8_lossy(&lint.stdout)
+    );
+
+    let release_ns = env.namespace("semops-system");
+    let install = env
+        .tool("helm")
+        .args(["install", "semops", &chart, "-n", &release_ns.name])
+        .output()
+        .unwrap();
+    assert!(
+        install.status.success(),
+        "helm install: {}",
+        String::from_utf8_lossy(&install.stderr)
+    );
+    env.kubectl_ok(&[
+        "wait",
+        "--for",
+        "condition=Established",
+        "crd/semanticmodels.semops.io",
+        "crd/catalogs.semops.io",
+        "crd/reconcilepolicies.semops.io",
+        "--timeout=60s",
+    ]);
+    let annotations = env.kubectl_ok(&[
+        "get",
+        "crd",
+        "semanticmodels.semops.io",
+        "-o",
+        "jsonpath={.metadata.annotations.helm\\.sh/resource-policy}",
+    ]);
+    assert_eq!(annotations, "keep", "CRDs must survive helm uninstall");
+
+    let sa = format!("system:serviceaccount:{}:semops", release_ns.name);
+    for (verb, resource, want) in [
+        ("list", "secrets", "no"),
+        ("watch", "secrets", "no"),
+        ("get", "secrets", "no"),
+        ("delete", "semanticmodels.semops.io", "no"),
+        ("update", "semanticmodels.semops.io", "no"),
+        ("create", "catalogs.semops.io", "no"),
+        (
+            "update",
+            "semanticmodels.semops.io --subresource=status",
+            "yes",
+        ),
+        ("update", "catalogs.semops.io --subresource=status", "yes"),
+        ("watch", "catalogs.semops.io", "yes"),
+        ("create", "events.events.k8s.io", "yes"),
+    ] {
+        let mut args = vec!["auth", "can-i", verb];
+        args.extend(resource.split(' '));
+        args.extend(["--as", &sa, "-A"]);
+        let out = env.kubectl(&args);
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            want,
+            "can {sa} {verb} {resource}?"
+        );
+    }
+
+    let token = env.kubectl_ok(&[
+        "create",
+        "token",
+        "semops",
+        "-n",
+        &release_ns.name,
+        "--duration=1h",
+    ]);
+    let sa_kubeconfig = env.work_dir.join("sa.kubeconfig");
+    token_kubeconfig(&env.kubeconfig, token.trim(), &sa_kubeconfig);
+
+    let app_ns = env.namespace("app");
+    let examples = support::examples_in(&app_ns.name);
+    env.apply_ok(&examples);
+    let op = Operator::start(env, &sa_kubeconfig, None, &release_ns.name, &[]);
+    for what in [
+        "sm/employee-analysis",
+        "cat/hr",
+        "cat/analytics",
+        "rpol/strict",
+    ] {
+        let reason = if what.starts_with("sm/") {
+            "Validated"
+        } else if what.starts_with("cat/") {
+            "Configured"
+        } else {
+            "Valid"
+        };
+        wait_ready(env, &app_ns.name, what, "True", reason);
+    }
+    assert!(
+        op.is_leading(),
+        "the operator holds its Lease with the chart's Role"
+    );
+    let forbidden = env
+        .tool("kubectl")
+        .env("KUBECONFIG", &sa_kubeconfig)
+        .args(["get", "secrets", "-A"])
+        .output()
+        .unwrap();
+    assert!(
+        !forbidden.status.success()
+            && String::from_utf8_lossy(&forbidden.stderr).contains("forbidden"),
+        "the token listed Secrets"
+    );
+    assert!(
+        !op.logs().contains("forbidden"),
+        "the operator hit a permission it lacks:\n{}",
+        op.logs()
+    );
+
+    let uninstall = env
+        .tool("helm")
+        .args(["uninstall", "semops", "-n", &release_ns.name])
+        .output()
+        .unwrap();
+    assert!(uninstall.status.success());
+    env.kubectl_ok(&["get", "crd", "semanticmodels.semops.io"]);
+    env.kubectl_ok(&["get", "sm/employee-analysis", "-n", &app_ns.name]);
+}

@@ -1,0 +1,298 @@
+//! `semops run` against a real kube-apiserver: examples become Ready, status is written only
+//! when it changes, invalid models name their field, name conflicts resolve when the owner goes,
+//! policies resolve and overlap, Catalog changes reach the models that use them.
+
+mod support;
+
+use std::time::Duration;
+
+use support::{Operator, env, eventually, examples_in, jsonpath, ready, wait_ready};
+
+#[test]
+fn the_examples_become_ready_and_kubectl_wait_sees_it() {
+    let env = env();
+    let ns = env.namespace("examples");
+    let ns = ns.name.as_str();
+    let _op = Operator::for_namespace(env, ns);
+    env.apply_ok(&examples_in(ns));
+    env.kubectl_ok(&[
+        "wait",
+        "--for=condition=Ready",
+        "sm,cat,rpol",
+        "--all",
+        "-n",
+        ns,
+        "--timeout=60s",
+    ]);
+    assert_eq!(
+        jsonpath(
+            env,
+            ns,
+            "sm/employee-analysis",
+            "{.status.modelName}/{.status.datasetCount}/{.status.metricCount}"
+        ),
+        "employee_analysis/2/1"
+    );
+    assert_eq!(
+        jsonpath(
+            env,
+            ns,
+            "cat/hr",
+            "{.status.effectivePolicy.name}/{.status.effectivePolicy.source}/{.status.registrationCount}"
+        ),
+        "strict/Selector/3"
+    );
+    assert_eq!(
+        jsonpath(env, ns, "cat/analytics", "{.status.effectivePolicy.source}"),
+        "OperatorDefault"
+    );
+    assert_eq!(
+        jsonpath(env, ns, "rpol/strict", "{.status.catalogCount}"),
+        "1"
+    );
+}
+
+#[test]
+fn an_unchanged_object_costs_no_status_write_after_it_is_ready() {
+    let env = env();
+    let ns = env.namespace("quiet");
+    let ns = ns.name.as_str();
+    let op = Operator::for_namespace(env, ns);
+    env.apply_ok(&examples_in(ns));
+    env.kubectl_ok(&[
+        "wait",
+        "--for=condition=Ready",
+        "sm,cat,rpol",
+        "--all",
+        "-n",
+        ns,
+        "--timeout=60s",
+    ]);
+    // Let the initial burst (including conflict retries) settle.
+    let settled = eventually(Duration::from_secs(30), "writes to settle", || {
+        let before = op.metric("semops_status_writes_total", &[]);
+        std::thread::sleep(Duration::from_secs(2));
+        (op.metric("semops_status_writes_total", &[]) == before).then_some(before)
+    });
+    let audited = env.audited_writes(ns, "semanticmodels", "status", "update");
+    let reconciles = op.metric(
+        "controller_runtime_reconcile_total",
+        &["controller=\"semanticmodel\""],
+    );
+
+    // Metadata-only changes trigger reconciles that find nothing to do.
+    for i in 0..5 {
+        env.kubectl_ok(&[
+            "annotate",
+            "--overwrite",
+            "sm/employee-analysis",
+            "cat/hr",
+            "rpol/strict",
+            "-n",
+            ns,
+            &format!("touch={i}"),
+        ]);
+    }
+    eventually(
+        Duration::from_secs(30),
+        "reconciles of the touched model",
+        || {
+            (op.metric(
+                "controller_runtime_reconcile_total",
+                &["controller=\"semanticmodel\""],
+            ) >= reconciles + 1.0)
+                .then_some(())
+        },
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        op.metric("semops_status_writes_total", &[]),
+        settled,
+        "a reconcile of an unchanged object wrote status"
+    );
+    if let Some(before) = audited {
+        assert_eq!(
+            env.audited_writes(ns, "semanticmodels", "status", "update"),
+            Some(before),
+            "the API server saw a status write"
+        );
+    }
+}
+
+#[test]
+fn an_invalid_model_names_the_field_and_recovers_when_fixed() {
+    let env = env();
+    let ns = env.namespace("invalid");
+    let ns = ns.name.as_str();
+    let _op = Operator::for_namespace(env, ns);
+    env.apply_ok(&examples_in(ns));
+    wait_ready(env, ns, "sm/employee-analysis", "True", "Validated");
+    let bad = examples_in(ns).replace("to: manager", "to: mgr");
+    env.apply_ok(&bad);
+    let message = wait_ready(env, ns, "sm/employee-analysis", "False", "UnknownDataset");
+    assert_eq!(
+        message,
+        r#"spec.definition.relationships[0].to: no dataset named "mgr""#
+    );
+    assert_eq!(
+        jsonpath(
+            env,
+            ns,
+            "sm/employee-analysis",
+            "{.status.conditions[?(@.type==\"Valid\")].reason}"
+        ),
+        "UnknownDataset"
+    );
+    let events = env.kubectl_ok(&[
+        "get",
+        "events.events.k8s.io",
+        "-n",
+        ns,
+        "-o",
+        "jsonpath={.items[*].reason}",
+    ]);
+    assert!(
+        events.contains("UnknownDataset"),
+        "no Warning event: {events}"
+    );
+
+    env.apply_ok(&examples_in(ns));
+    wait_ready(env, ns, "sm/employee-analysis", "True", "Validated");
+}
+
+#[test]
+fn the_younger_model_loses_a_name_conflict_until_the_older_is_deleted() {
+    let env = env();
+    let ns = env.namespace("conflict");
+    let ns = ns.name.as_str();
+    let _op = Operator::for_namespace(env, ns);
+    env.apply_ok(&examples_in(ns));
+    wait_ready(env, ns, "sm/employee-analysis", "True", "Validated");
+    let twin = examples_in(ns)
+        .split("\n---\n")
+        .find(|d| d.contains("kind: SemanticModel"))
+        .unwrap()
+        .replace("name: employee-analysis", "name: employee-analysis-copy");
+    // creationTimestamp has one-second resolution; within one second the uid decides (DESIGN 3.6).
+    std::thread::sleep(Duration::from_millis(1100));
+    env.apply_ok(&twin);
+    let message = wait_ready(
+        env,
+        ns,
+        "sm/employee-analysis-copy",
+        "False",
+        "NameConflict",
+    );
+    assert!(message.contains("\"employee-analysis\""), "{message}");
+    assert_eq!(
+        ready(env, ns, "sm/employee-analysis").0,
+        "True",
+        "the older model keeps its name"
+    );
+
+    env.kubectl_ok(&["delete", "sm/employee-analysis", "-n", ns]);
+    wait_ready(env, ns, "sm/employee-analysis-copy", "True", "Validated");
+}
+
+#[test]
+fn deleting_a_catalog_reaches_the_models_that_use_it() {
+    let env = env();
+    let ns = env.namespace("catdel");
+    let ns = ns.name.as_str();
+    let _op = Operator::for_namespace(env, ns);
+    env.apply_ok(&examples_in(ns));
+    wait_ready(env, ns, "sm/employee-analysis", "True", "Validated");
+    env.kubectl_ok(&["delete", "cat/hr", "-n", ns]);
+    let message = wait_ready(env, ns, "sm/employee-analysis", "False", "CatalogNotFound");
+    assert!(message.contains("no Catalog named \"hr\""), "{message}");
+    env.apply_ok(&examples_in(ns));
+    wait_ready(env, ns, "sm/employee-analysis", "True", "Validated");
+}
+
+#[test]
+fn policies_resolve_by_precedence_and_report_overlap() {
+    let env = env();
+    let ns = env.namespace("policy");
+    let ns = ns.name.as_str();
+    let _op = Operator::for_namespace(env, ns);
+    env.apply_ok(&examples_in(ns));
+    wait_ready(env, ns, "rpol/strict", "True", "Valid");
+    let policy = |name: &str, selector: &str| {
+        format!(
+            "apiVersion: semops.io/v1alpha1\nkind: ReconcilePolicy\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {{mode: AutoRemove{selector}}}\n"
+        )
+    };
+    // A namespace-wide policy picks up the catalog no selector matches.
+    env.apply_ok(&policy("everything", ""));
+    eventually(
+        Duration::from_secs(30),
+        "analytics on the namespace policy",
+        || {
+            (jsonpath(
+                env,
+                ns,
+                "cat/analytics",
+                "{.status.effectivePolicy.name}/{.status.effectivePolicy.source}",
+            ) == "everything/Namespace")
+                .then_some(())
+        },
+    );
+    assert_eq!(
+        jsonpath(env, ns, "cat/hr", "{.status.effectivePolicy.name}"),
+        "strict",
+        "a selector beats the namespace policy"
+    );
+
+    // A second selector policy for the same labels: alphabetical first wins, both report Overlap.
+    env.apply_ok(&policy(
+        "also-prod",
+        ", catalogSelector: {matchLabels: {tier: prod}}",
+    ));
+    wait_ready(env, ns, "rpol/also-prod", "False", "Overlap");
+    let message = wait_ready(env, ns, "rpol/strict", "False", "Overlap");
+    assert!(
+        message.contains("also-prod") && message.contains("\"hr\""),
+        "{message}"
+    );
+    eventually(Duration::from_secs(30), "hr on also-prod", || {
+        (jsonpath(env, ns, "cat/hr", "{.status.effectivePolicy.name}") == "also-prod").then_some(())
+    });
+
+    // An explicit reference beats every selector and ends the overlap for that catalog.
+    env.kubectl_ok(&[
+        "patch",
+        "cat/hr",
+        "-n",
+        ns,
+        "--type=merge",
+        "-p",
+        "{\"spec\":{\"reconcilePolicyRef\":{\"name\":\"strict\"}}}",
+    ]);
+    wait_ready(env, ns, "rpol/strict", "True", "Valid");
+    wait_ready(env, ns, "rpol/also-prod", "True", "Valid");
+    assert_eq!(
+        jsonpath(
+            env,
+            ns,
+            "cat/hr",
+            "{.status.effectivePolicy.name}/{.status.effectivePolicy.source}"
+        ),
+        "strict/Reference"
+    );
+
+    // A reference to a missing policy turns periodic checks off and says so.
+    env.kubectl_ok(&[
+        "patch",
+        "cat/hr",
+        "-n",
+        ns,
+        "--type=merge",
+        "-p",
+        "{\"spec\":{\"reconcilePolicyRef\":{\"name\":\"gone\"}}}",
+    ]);
+    wait_ready(env, ns, "cat/hr", "False", "ReconcilePolicyNotFound");
+    assert_eq!(
+        jsonpath(env, ns, "cat/hr", "{.status.effectivePolicy.enabled}"),
+        "false"
+    );
+}
