@@ -96,19 +96,12 @@ pub fn desired_status(
         )
     };
     // Other conditions (Reachable, RegistrationsCurrent) belong to other writers: keep them.
-    let mut desired = vec![ready];
-    let kept: Vec<_> = previous
+    let kept = previous
         .conditions
         .iter()
         .filter(|c| c.type_ != "Ready")
-        .cloned()
-        .collect();
-    let mut conds = conditions::merge(
-        &previous.conditions,
-        desired.drain(..).collect(),
-        generation,
-        now,
-    );
+        .cloned();
+    let mut conds = conditions::merge(&previous.conditions, vec![ready], generation, now);
     conds.extend(kept);
     CatalogStatus {
         observed_generation: generation,

@@ -1,4 +1,6 @@
 //! `Catalog`: a real data system (or a managed one) and the objects it registers (DESIGN 2).
+// `printcolumn(...)` repeats `type_ =` by design; clippy reads that as a duplicated attribute.
+#![allow(clippy::duplicated_attributes)]
 
 use std::collections::BTreeMap;
 

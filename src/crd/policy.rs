@@ -1,4 +1,6 @@
 //! `ReconcilePolicy`: how and how often stale registrations are checked (DESIGN 5.2).
+// `printcolumn(...)` repeats `type_ =` by design; clippy reads that as a duplicated attribute.
+#![allow(clippy::duplicated_attributes)]
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 use kube::{CustomResource, KubeSchema};

@@ -1,4 +1,6 @@
 //! `SemanticModel`: an Apache Ossie core model bound to real tables (DESIGN 3).
+// `printcolumn(...)` repeats `type_ =` by design; clippy reads that as a duplicated attribute.
+#![allow(clippy::duplicated_attributes)]
 
 use std::collections::BTreeMap;
 
