@@ -4,6 +4,7 @@
 //! (pure decisions), `controller` (reconcilers), `leader`, `telemetry`, `server`, `run`, `cli`.
 #![forbid(unsafe_code)]
 
+pub mod catalog;
 pub mod cli;
 pub mod controller;
 pub mod crd;

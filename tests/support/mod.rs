@@ -13,6 +13,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+pub mod db;
+
 pub const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 pub struct Env {
@@ -218,11 +220,14 @@ pub fn examples_in(ns: &str) -> String {
     files.sort();
     files
         .iter()
+        // YAML manifests only (examples/ also holds the demo's SQL), without the Namespace.
         .filter(|p| {
-            !p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .contains("namespace")
+            p.extension().is_some_and(|e| e == "yaml")
+                && !p
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .contains("namespace")
         })
         .map(|p| {
             std::fs::read_to_string(p)

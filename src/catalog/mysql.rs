@@ -1,0 +1,505 @@
+//! MySQL / MariaDB provider. information_schema only shows objects the account has some
+//! privilege on, so a missing row is never taken as absence: each candidate absence is confirmed
+//! by a single-object statement whose error code separates "does not exist" (1146, 1049) from
+//! "not allowed to know" (1142, 1044) — the latter is `PermissionDenied`, never `Absent`.
+//!
+//! Native ids (docs/providers.md): with the PROCESS privilege, InnoDB tables get their InnoDB
+//! table id (`my:<server>:innodb:<id>`), which survives RENAME and changes on drop + create.
+//! Otherwise, and always for views and schemas, the id is name-derived
+//! (`my:<server>:name:<schema>/<name>`): a rename looks like drop + create, a recreate keeps it.
+
+use std::time::Duration;
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Opts, OptsBuilder, Pool, PoolConstraints, PoolOpts, SslOpts};
+use tokio::sync::OnceCell;
+
+use super::{
+    CatalogProvider, ConnectionSettings, Found, ObjectType, Probe, ProbeTarget, ProviderError,
+    with_deadline,
+};
+use crate::crd::catalog::SslMode;
+
+pub struct MysqlProvider {
+    pool: Pool,
+    settings: ConnectionSettings,
+    server: OnceCell<ServerFacts>,
+}
+
+/// What a server tells once per pool.
+#[derive(Clone, Debug)]
+struct ServerFacts {
+    /// `my:<hostname>:<server_id>`.
+    id_prefix: String,
+    /// 0: names compared exactly; 1 or 2: compared in lower case.
+    lower_case_table_names: u8,
+    /// The InnoDB dictionary view this account may read (needs PROCESS), if any.
+    innodb_view: Option<&'static str>,
+}
+
+/// Server error codes semops acts on.
+mod code {
+    pub const DB_ACCESS_DENIED: u16 = 1044;
+    pub const ACCESS_DENIED: u16 = 1045;
+    pub const BAD_DB: u16 = 1049;
+    pub const SERVER_SHUTDOWN: u16 = 1053;
+    pub const TOO_MANY_CONNECTIONS: u16 = 1040;
+    pub const TABLE_ACCESS_DENIED: u16 = 1142;
+    pub const COLUMN_ACCESS_DENIED: u16 = 1143;
+    pub const NO_SUCH_TABLE: u16 = 1146;
+    pub const SPECIFIC_ACCESS_DENIED: u16 = 1227;
+    pub const STATEMENT_TIMEOUT_MARIADB: u16 = 1969;
+    pub const STATEMENT_TIMEOUT_MYSQL: u16 = 3024;
+}
+
+impl MysqlProvider {
+    pub fn new(settings: ConnectionSettings) -> Result<Self, ProviderError> {
+        let ssl = match settings.ssl_mode {
+            SslMode::Disable | SslMode::Prefer => None,
+            SslMode::Require => Some(
+                SslOpts::default()
+                    .with_danger_accept_invalid_certs(true)
+                    .with_danger_skip_domain_validation(true),
+            ),
+            SslMode::VerifyCa => Some(SslOpts::default().with_danger_skip_domain_validation(true)),
+            SslMode::VerifyFull => Some(SslOpts::default()),
+        };
+        let constraints = PoolConstraints::new(0, settings.max_connections.max(1))
+            .ok_or_else(|| ProviderError::Misconfigured("bad pool size".into()))?;
+        let opts = OptsBuilder::default()
+            .ip_or_hostname(settings.host.clone())
+            .tcp_port(settings.port)
+            .user(Some(settings.credentials.username()))
+            .pass(Some(settings.credentials.expose_password()))
+            .db_name(settings.database.clone())
+            .ssl_opts(ssl)
+            .prefer_socket(false)
+            .pool_opts(
+                PoolOpts::default()
+                    .with_constraints(constraints)
+                    .with_inactive_connection_ttl(Duration::from_secs(60)),
+            );
+        Ok(Self {
+            pool: Pool::new(Opts::from(opts)),
+            settings,
+            server: OnceCell::new(),
+        })
+    }
+
+    fn deadline(&self) -> Duration {
+        self.settings.connect_timeout + self.settings.statement_timeout
+    }
+
+    async fn conn(&self) -> Result<mysql_async::Conn, ProviderError> {
+        tokio::time::timeout(self.settings.connect_timeout, self.pool.get_conn())
+            .await
+            .map_err(|_| ProviderError::Timeout(self.settings.connect_timeout))?
+            .map_err(|e| self.classify(&e))
+    }
+
+    fn classify(&self, e: &mysql_async::Error) -> ProviderError {
+        let scrub = |s: &str| self.settings.credentials.scrub(s);
+        match e {
+            mysql_async::Error::Server(s) => {
+                let msg = scrub(&s.message);
+                match s.code {
+                    code::ACCESS_DENIED => ProviderError::AuthFailed(msg),
+                    code::DB_ACCESS_DENIED
+                    | code::TABLE_ACCESS_DENIED
+                    | code::COLUMN_ACCESS_DENIED
+                    | code::SPECIFIC_ACCESS_DENIED => ProviderError::PermissionDenied(msg),
+                    code::SERVER_SHUTDOWN | code::TOO_MANY_CONNECTIONS => {
+                        ProviderError::ServerUnavailable(msg)
+                    }
+                    code::STATEMENT_TIMEOUT_MARIADB | code::STATEMENT_TIMEOUT_MYSQL => {
+                        ProviderError::Timeout(self.settings.statement_timeout)
+                    }
+                    code::BAD_DB => ProviderError::Misconfigured(format!(
+                        "{msg}; check spec.connection.database"
+                    )),
+                    other => ProviderError::Protocol(format!("{msg} ({other})")),
+                }
+            }
+            mysql_async::Error::Io(io) => {
+                let text = scrub(&io.to_string());
+                if text.to_lowercase().contains("tls")
+                    || text.to_lowercase().contains("certificate")
+                {
+                    ProviderError::Tls(text)
+                } else {
+                    ProviderError::Unreachable(text)
+                }
+            }
+            mysql_async::Error::Url(u) => ProviderError::Misconfigured(scrub(&u.to_string())),
+            other => ProviderError::Protocol(scrub(&other.to_string())),
+        }
+    }
+
+    async fn facts(&self, conn: &mut mysql_async::Conn) -> Result<ServerFacts, ProviderError> {
+        if let Some(f) = self.server.get() {
+            return Ok(f.clone());
+        }
+        let row: Option<(String, String, u64, u8)> = conn
+            .query_first("SELECT VERSION(), @@hostname, @@server_id, @@lower_case_table_names")
+            .await
+            .map_err(|e| self.classify(&e))?;
+        let (version, hostname, server_id, lctn) = row.ok_or_else(|| {
+            ProviderError::Protocol("empty reply to the server facts query".into())
+        })?;
+        let view = if version.contains("MariaDB") {
+            "INNODB_SYS_TABLES"
+        } else {
+            "INNODB_TABLES"
+        };
+        // Readable only with PROCESS; without it ids fall back to names.
+        let innodb_view = match conn
+            .query_drop(format!(
+                "SELECT TABLE_ID FROM information_schema.{view} LIMIT 0"
+            ))
+            .await
+        {
+            Ok(()) => Some(view),
+            Err(mysql_async::Error::Server(s))
+                if [
+                    code::SPECIFIC_ACCESS_DENIED,
+                    code::TABLE_ACCESS_DENIED,
+                    code::DB_ACCESS_DENIED,
+                ]
+                .contains(&s.code) =>
+            {
+                None
+            }
+            Err(mysql_async::Error::Server(s)) if s.code == 1109 => None, // unknown table: another flavor
+            Err(e) => return Err(self.classify(&e)),
+        };
+        let facts = ServerFacts {
+            id_prefix: format!("my:{hostname}:{server_id}"),
+            lower_case_table_names: lctn,
+            innodb_view,
+        };
+        let _ = self.server.set(facts.clone());
+        Ok(facts)
+    }
+
+    async fn probe_batch(&self, targets: &[ProbeTarget]) -> Result<Vec<Probe>, ProviderError> {
+        let mut conn = self.conn().await?;
+        let facts = self.facts(&mut conn).await?;
+        let fold = |s: &str| {
+            if facts.lower_case_table_names == 0 {
+                s.to_string()
+            } else {
+                s.to_lowercase()
+            }
+        };
+        let cmp = |col: &str, j: &str| {
+            if facts.lower_case_table_names == 0 {
+                format!("BINARY {col} = BINARY {j}")
+            } else {
+                format!("BINARY LOWER({col}) = BINARY {j}")
+            }
+        };
+        let mut answers = vec![Probe::Absent; targets.len()];
+        let pairs: Vec<(usize, String, String)> = targets
+            .iter()
+            .enumerate()
+            .map(|(i, t)| match t {
+                ProbeTarget::Schema { name } => (i, fold(name), String::new()),
+                ProbeTarget::Relation { schema, name } => (i, fold(schema), fold(name)),
+            })
+            .collect();
+        let json = serde_json::to_string(&pairs.iter().map(|(_, s, n)| [s, n]).collect::<Vec<_>>())
+            .expect("strings serialize");
+        let jt = "JSON_TABLE(?, '$[*]' COLUMNS(ord FOR ORDINALITY, s VARCHAR(1024) PATH '$[0]', n VARCHAR(1024) PATH '$[1]')) j";
+        let sql = format!(
+            "SELECT j.ord, sc.SCHEMA_NAME IS NOT NULL, t.TABLE_TYPE, t.TABLE_SCHEMA, t.TABLE_NAME FROM {jt} \
+             LEFT JOIN information_schema.SCHEMATA sc ON {} \
+             LEFT JOIN information_schema.TABLES t ON j.n <> '' AND {} AND {} ORDER BY j.ord",
+            cmp("sc.SCHEMA_NAME", "j.s"),
+            cmp("t.TABLE_SCHEMA", "j.s"),
+            cmp("t.TABLE_NAME", "j.n"),
+        );
+        let rows: Vec<(u64, bool, Option<String>, Option<String>, Option<String>)> = conn
+            .exec(sql, (json,))
+            .await
+            .map_err(|e| self.classify(&e))?;
+        if rows.len() != targets.len() {
+            return Err(ProviderError::Protocol(format!(
+                "expected {} probe rows, got {}",
+                targets.len(),
+                rows.len()
+            )));
+        }
+        for ((_, schema_seen, table_type, t_schema, t_name), (i, s, n)) in
+            rows.into_iter().zip(&pairs)
+        {
+            let present = match &targets[*i] {
+                ProbeTarget::Schema { .. } => schema_seen.then(|| {
+                    (
+                        ObjectType::Schema,
+                        format!("{}:name:{}", facts.id_prefix, s),
+                    )
+                }),
+                ProbeTarget::Relation { .. } => table_type.map(|tt| {
+                    let ty = if tt.contains("VIEW") {
+                        ObjectType::View
+                    } else {
+                        ObjectType::Table
+                    };
+                    (
+                        ty,
+                        format!(
+                            "{}:name:{}/{}",
+                            facts.id_prefix,
+                            t_schema.unwrap_or_default(),
+                            t_name.unwrap_or_default()
+                        ),
+                    )
+                }),
+            };
+            answers[*i] = match present {
+                Some((object_type, native_id)) => Probe::Present {
+                    object_type,
+                    native_id,
+                },
+                // Invisible is not absent: confirm with a statement that tells the two apart.
+                None => self.confirm_absent(&mut conn, &targets[*i], s, n).await?,
+            };
+        }
+        if let Some(view) = facts.innodb_view {
+            self.attach_innodb_ids(&mut conn, view, &facts, targets, &mut answers)
+                .await?;
+        }
+        Ok(answers)
+    }
+
+    /// Absent only when the server says the object does not exist; a permission error fails.
+    async fn confirm_absent(
+        &self,
+        conn: &mut mysql_async::Conn,
+        target: &ProbeTarget,
+        schema: &str,
+        name: &str,
+    ) -> Result<Probe, ProviderError> {
+        let sql = match target {
+            ProbeTarget::Schema { .. } => {
+                format!("SHOW TABLES FROM {} LIKE ''", quote_ident(schema))
+            }
+            ProbeTarget::Relation { .. } => format!(
+                "SELECT 1 FROM {}.{} LIMIT 0",
+                quote_ident(schema),
+                quote_ident(name)
+            ),
+        };
+        match conn.query_drop(sql).await {
+            Err(mysql_async::Error::Server(s))
+                if s.code == code::NO_SUCH_TABLE || s.code == code::BAD_DB =>
+            {
+                Ok(Probe::Absent)
+            }
+            Err(e) => Err(self.classify(&e)),
+            // It exists but information_schema did not show it: visible to a statement, hidden from the listing.
+            Ok(()) => Err(ProviderError::PermissionDenied(format!(
+                "{} exists but information_schema does not show it to this account; grant it SELECT or SHOW VIEW",
+                target_label(target)
+            ))),
+        }
+    }
+
+    async fn attach_innodb_ids(
+        &self,
+        conn: &mut mysql_async::Conn,
+        view: &str,
+        facts: &ServerFacts,
+        targets: &[ProbeTarget],
+        answers: &mut [Probe],
+    ) -> Result<(), ProviderError> {
+        let mut wanted = Vec::new();
+        for (i, (t, a)) in targets.iter().zip(answers.iter()).enumerate() {
+            if let (
+                ProbeTarget::Relation { schema, name },
+                Probe::Present {
+                    object_type: ObjectType::Table,
+                    ..
+                },
+            ) = (t, a)
+                && is_plain_identifier(schema)
+                && is_plain_identifier(name)
+            {
+                let folded = if facts.lower_case_table_names == 0 {
+                    format!("{schema}/{name}")
+                } else {
+                    format!("{schema}/{name}").to_lowercase()
+                };
+                wanted.push((i, folded));
+            }
+        }
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        let json = serde_json::to_string(&wanted.iter().map(|(_, n)| n).collect::<Vec<_>>())
+            .expect("strings serialize");
+        let sql = format!(
+            "SELECT j.ord, it.TABLE_ID FROM JSON_TABLE(?, '$[*]' COLUMNS(ord FOR ORDINALITY, n VARCHAR(2048) PATH '$')) j \
+             LEFT JOIN information_schema.{view} it ON BINARY it.NAME = BINARY j.n ORDER BY j.ord"
+        );
+        let rows: Vec<(u64, Option<u64>)> = conn
+            .exec(sql, (json,))
+            .await
+            .map_err(|e| self.classify(&e))?;
+        for ((_, id), (i, _)) in rows.into_iter().zip(&wanted) {
+            if let (Some(id), Probe::Present { native_id, .. }) = (id, &mut answers[*i]) {
+                *native_id = format!("{}:innodb:{id}", facts.id_prefix);
+            }
+        }
+        Ok(())
+    }
+
+    async fn find_by_id_inner(&self, native_id: &str) -> Result<Option<Found>, ProviderError> {
+        let mut conn = self.conn().await?;
+        let facts = self.facts(&mut conn).await?;
+        let Some(local) = native_id
+            .strip_prefix(&facts.id_prefix)
+            .and_then(|r| r.strip_prefix(':'))
+        else {
+            return Ok(None);
+        };
+        if let Some(id) = local.strip_prefix("innodb:") {
+            let (Some(view), Ok(id)) = (facts.innodb_view, id.parse::<u64>()) else {
+                return Ok(None);
+            };
+            let name: Option<String> = conn
+                .exec_first(
+                    format!("SELECT NAME FROM information_schema.{view} WHERE TABLE_ID = ?"),
+                    (id,),
+                )
+                .await
+                .map_err(|e| self.classify(&e))?;
+            return Ok(name.and_then(|n| {
+                n.split_once('/').map(|(s, t)| Found {
+                    target: ProbeTarget::relation(s, t),
+                    object_type: ObjectType::Table,
+                })
+            }));
+        }
+        // Name-derived ids find only the object still carrying that name.
+        let Some(rest) = local.strip_prefix("name:") else {
+            return Ok(None);
+        };
+        let target = match rest.split_once('/') {
+            Some((s, n)) => ProbeTarget::relation(s, n),
+            None => ProbeTarget::schema(rest),
+        };
+        drop(conn);
+        match self.probe_batch(std::slice::from_ref(&target)).await?.pop() {
+            Some(Probe::Present {
+                object_type,
+                native_id: current,
+            }) if current == native_id => Ok(Some(Found {
+                target,
+                object_type,
+            })),
+            _ => Ok(None),
+        }
+    }
+
+    async fn columns_inner(
+        &self,
+        schema: &str,
+        name: &str,
+    ) -> Result<Option<Vec<String>>, ProviderError> {
+        // The probe confirms existence (or fails loudly) before columns are read.
+        if self
+            .probe_batch(&[ProbeTarget::relation(schema, name)])
+            .await?
+            .first()
+            == Some(&Probe::Absent)
+        {
+            return Ok(None);
+        }
+        let mut conn = self.conn().await?;
+        let facts = self.facts(&mut conn).await?;
+        let (s, n, cmp) = if facts.lower_case_table_names == 0 {
+            (
+                schema.to_string(),
+                name.to_string(),
+                "BINARY TABLE_SCHEMA = BINARY ? AND BINARY TABLE_NAME = BINARY ?",
+            )
+        } else {
+            (
+                schema.to_lowercase(),
+                name.to_lowercase(),
+                "BINARY LOWER(TABLE_SCHEMA) = BINARY ? AND BINARY LOWER(TABLE_NAME) = BINARY ?",
+            )
+        };
+        let cols: Vec<String> = conn
+            .exec(format!("SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE {cmp} ORDER BY ORDINAL_POSITION"), (s, n))
+            .await
+            .map_err(|e| self.classify(&e))?;
+        Ok(Some(cols))
+    }
+}
+
+impl CatalogProvider for MysqlProvider {
+    async fn check_connection(&self) -> Result<(), ProviderError> {
+        with_deadline(self.deadline(), async {
+            let mut conn = self.conn().await?;
+            conn.query_drop("SELECT 1")
+                .await
+                .map_err(|e| self.classify(&e))?;
+            self.facts(&mut conn).await.map(drop)
+        })
+        .await
+    }
+
+    async fn probe(&self, targets: &[ProbeTarget]) -> Result<Vec<Probe>, ProviderError> {
+        with_deadline(self.deadline(), self.probe_batch(targets)).await
+    }
+
+    async fn find_by_id(&self, native_id: &str) -> Result<Option<Found>, ProviderError> {
+        with_deadline(self.deadline(), self.find_by_id_inner(native_id)).await
+    }
+
+    async fn columns(
+        &self,
+        schema: &str,
+        name: &str,
+    ) -> Result<Option<Vec<String>>, ProviderError> {
+        with_deadline(self.deadline(), self.columns_inner(schema, name)).await
+    }
+}
+
+/// Backtick-quotes an identifier, doubling backticks inside.
+fn quote_ident(s: &str) -> String {
+    format!("`{}`", s.replace('`', "``"))
+}
+
+/// Names InnoDB stores unencoded in its dictionary (`db/table`).
+fn is_plain_identifier(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+fn target_label(t: &ProbeTarget) -> String {
+    match t {
+        ProbeTarget::Schema { name } => format!("schema {name:?}"),
+        ProbeTarget::Relation { schema, name } => format!("{schema:?}.{name:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identifiers_are_quoted_with_doubled_backticks() {
+        assert_eq!(quote_ident("a`b"), "`a``b`");
+        assert_eq!(quote_ident("x.y"), "`x.y`");
+    }
+
+    #[test]
+    fn only_plain_names_map_to_innodb_dictionary_names() {
+        assert!(is_plain_identifier("employees_2"));
+        for s in ["", "a.b", "a-b", "ünï", "a b"] {
+            assert!(!is_plain_identifier(s), "{s}");
+        }
+    }
+}
