@@ -17,6 +17,7 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
+use crate::catalog::registry::Registry;
 use crate::controller::{self, Context, Stores, Triggers, catalog, policy, semantic_model};
 use crate::crd::{Catalog, ReconcilePolicy, SemanticModel};
 use crate::leader::{Elector, LeaderHandle, LeaseTimings};
@@ -118,12 +119,19 @@ pub async fn run(
         models_writer,
         move |e| t.on_model(e, &s),
     ));
-    let (t, s) = (triggers.clone(), stores.clone());
+    let providers = Arc::new(Registry::default());
+    let (t, s, reg) = (triggers.clone(), stores.clone(), providers.clone());
     tokio::spawn(watch_kind(
         &client,
         cfg.watch_namespace.as_deref(),
         catalogs_writer,
-        move |e| t.on_catalog(e, &s),
+        move |e| {
+            // A deleted Catalog's pool (and its connections) goes with it.
+            if let Event::Delete(c) = e {
+                reg.remove(&catalog::registry_key(c));
+            }
+            t.on_catalog(e, &s)
+        },
     ));
     let (t, s) = (triggers.clone(), stores.clone());
     tokio::spawn(watch_kind(
@@ -176,6 +184,7 @@ pub async fn run(
         metrics.clone(),
         recorder,
         cfg.defaults.clone(),
+        providers,
     ));
     let config = ControllerConfig::default().concurrency(cfg.concurrency);
 

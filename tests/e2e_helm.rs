@@ -70,7 +70,8 @@ fn the_chart_installs_and_its_rbac_is_sufficient_and_minimal() {
     for (verb, resource, want) in [
         ("list", "secrets", "no"),
         ("watch", "secrets", "no"),
-        ("get", "secrets", "no"),
+        ("get", "secrets", "yes"),
+        ("create", "secrets", "no"),
         ("delete", "semanticmodels.semops.io", "no"),
         ("update", "semanticmodels.semops.io", "no"),
         ("create", "catalogs.semops.io", "no"),

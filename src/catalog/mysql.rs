@@ -37,6 +37,9 @@ struct ServerFacts {
     innodb_view: Option<&'static str>,
 }
 
+/// One answer row: ordinal, schema seen, table type, table schema, table name.
+type ProbeRow = (u64, bool, Option<String>, Option<String>, Option<String>);
+
 /// Server error codes semops acts on.
 mod code {
     pub const DB_ACCESS_DENIED: u16 = 1044;
@@ -151,10 +154,11 @@ impl MysqlProvider {
         } else {
             "INNODB_TABLES"
         };
-        // Readable only with PROCESS; without it ids fall back to names.
+        // Readable only with PROCESS, checked only when rows are read (LIMIT 0 passes without
+        // it); without it ids fall back to names.
         let innodb_view = match conn
             .query_drop(format!(
-                "SELECT TABLE_ID FROM information_schema.{view} LIMIT 0"
+                "SELECT TABLE_ID FROM information_schema.{view} LIMIT 1"
             ))
             .await
         {
@@ -209,7 +213,8 @@ impl MysqlProvider {
             .collect();
         let json = serde_json::to_string(&pairs.iter().map(|(_, s, n)| [s, n]).collect::<Vec<_>>())
             .expect("strings serialize");
-        let jt = "JSON_TABLE(?, '$[*]' COLUMNS(ord FOR ORDINALITY, s VARCHAR(1024) PATH '$[0]', n VARCHAR(1024) PATH '$[1]')) j";
+        // utf8mb4 columns: the server default (latin1) would turn other scripts into '?'.
+        let jt = "JSON_TABLE(?, '$[*]' COLUMNS(ord FOR ORDINALITY, s VARCHAR(1024) CHARACTER SET utf8mb4 PATH '$[0]', n VARCHAR(1024) CHARACTER SET utf8mb4 PATH '$[1]')) j";
         let sql = format!(
             "SELECT j.ord, sc.SCHEMA_NAME IS NOT NULL, t.TABLE_TYPE, t.TABLE_SCHEMA, t.TABLE_NAME FROM {jt} \
              LEFT JOIN information_schema.SCHEMATA sc ON {} \
@@ -218,7 +223,7 @@ impl MysqlProvider {
             cmp("t.TABLE_SCHEMA", "j.s"),
             cmp("t.TABLE_NAME", "j.n"),
         );
-        let rows: Vec<(u64, bool, Option<String>, Option<String>, Option<String>)> = conn
+        let rows: Vec<ProbeRow> = conn
             .exec(sql, (json,))
             .await
             .map_err(|e| self.classify(&e))?;
@@ -339,7 +344,7 @@ impl MysqlProvider {
         let json = serde_json::to_string(&wanted.iter().map(|(_, n)| n).collect::<Vec<_>>())
             .expect("strings serialize");
         let sql = format!(
-            "SELECT j.ord, it.TABLE_ID FROM JSON_TABLE(?, '$[*]' COLUMNS(ord FOR ORDINALITY, n VARCHAR(2048) PATH '$')) j \
+            "SELECT j.ord, it.TABLE_ID FROM JSON_TABLE(?, '$[*]' COLUMNS(ord FOR ORDINALITY, n VARCHAR(2048) CHARACTER SET utf8mb4 PATH '$')) j \
              LEFT JOIN information_schema.{view} it ON BINARY it.NAME = BINARY j.n ORDER BY j.ord"
         );
         let rows: Vec<(u64, Option<u64>)> = conn

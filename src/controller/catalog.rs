@@ -5,12 +5,17 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::ResourceExt;
 use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::{Api, ResourceExt};
 
 use super::status::write_status_if_changed;
 use super::{Context, Error};
+use crate::catalog::CatalogProvider;
+use crate::catalog::registry::settings_from;
+use crate::crd::catalog::Provider;
 use crate::crd::conditions::{self, Desired, Status};
 use crate::crd::{Catalog, CatalogStatus, ReconcilePolicy};
 use crate::policy::resolve::{CatalogView, PolicyView};
@@ -60,11 +65,13 @@ fn duplicate_registrations(cat: &Catalog) -> Vec<String> {
     dups
 }
 
-/// The whole status this controller wants, from plain inputs.
+/// The whole status this controller wants, from plain inputs. `reachable` is the verdict of the
+/// connection check, made by the caller (I/O stays out of here).
 pub fn desired_status(
     cat: &Catalog,
     policies: &[Arc<ReconcilePolicy>],
     defaults: &OperatorDefaults,
+    reachable: Desired,
     now: &Time,
 ) -> CatalogStatus {
     let previous = cat.status.clone().unwrap_or_default();
@@ -87,6 +94,13 @@ pub fn desired_status(
             "DuplicateRegistration",
             format!("{}; remove the repeated entries", dups.join("; ")),
         )
+    } else if reachable.status == Status::False {
+        Desired::new(
+            "Ready",
+            Status::False,
+            reachable.reason.clone(),
+            reachable.message.clone(),
+        )
     } else {
         Desired::new(
             "Ready",
@@ -95,13 +109,18 @@ pub fn desired_status(
             format!("effective policy: {}", describe(&resolution.effective)),
         )
     };
-    // Other conditions (Reachable, RegistrationsCurrent) belong to other writers: keep them.
+    // RegistrationsCurrent belongs to the check rounds: keep whatever they wrote.
     let kept = previous
         .conditions
         .iter()
-        .filter(|c| c.type_ != "Ready")
+        .filter(|c| c.type_ != "Ready" && c.type_ != "Reachable")
         .cloned();
-    let mut conds = conditions::merge(&previous.conditions, vec![ready], generation, now);
+    let mut conds = conditions::merge(
+        &previous.conditions,
+        vec![ready, reachable],
+        generation,
+        now,
+    );
     conds.extend(kept);
     CatalogStatus {
         observed_generation: generation,
@@ -122,18 +141,112 @@ fn describe(p: &crate::crd::catalog::EffectivePolicy) -> String {
     )
 }
 
+/// Key of a Catalog in the provider registry.
+pub fn registry_key(cat: &Catalog) -> String {
+    format!("{}/{}", cat.namespace().unwrap_or_default(), cat.name_any())
+}
+
+/// Checks the connection of a probed catalog: Secret, settings, pool, `SELECT 1`. Every failure
+/// becomes a `Reachable=False` verdict with a category reason and a message without secrets.
+async fn check_reachable(ctx: &Context, cat: &Catalog) -> Result<Desired, Error> {
+    let unreachable =
+        |reason: &str, message: String| Desired::new("Reachable", Status::False, reason, message);
+    if cat.spec.provider == Provider::Managed {
+        return Ok(Desired::new(
+            "Reachable",
+            Status::True,
+            "Managed",
+            "managed catalogs have no external system to reach",
+        ));
+    }
+    let Some(connection) = &cat.spec.connection else {
+        return Ok(unreachable(
+            "Misconfigured",
+            "spec.connection is required unless provider is managed".into(),
+        ));
+    };
+    let ns = cat.namespace().ok_or(Error::MissingNamespace)?;
+    let secret_name = &connection.credentials_secret_ref.name;
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
+    let Some(secret) = secrets.get_opt(secret_name).await? else {
+        return Ok(unreachable(
+            "SecretNotFound",
+            format!(
+                "Secret {secret_name:?} does not exist in namespace {ns:?}; create it or fix spec.connection.credentialsSecretRef.name"
+            ),
+        ));
+    };
+    let settings = match settings_from(connection, &secret.data.unwrap_or_default()) {
+        Ok(s) => s,
+        Err(message) => return Ok(unreachable("CredentialsInvalid", message)),
+    };
+    let endpoint = format!("{}:{}", settings.host, settings.port);
+    let checked = match ctx
+        .providers
+        .provider_for(&registry_key(cat), cat.spec.provider, settings)
+    {
+        Ok(provider) => provider.check_connection().await,
+        Err(e) => Err(e),
+    };
+    Ok(match checked {
+        Ok(()) => Desired::new(
+            "Reachable",
+            Status::True,
+            "Connected",
+            format!("connected to {endpoint}"),
+        ),
+        Err(e) => unreachable(e.category(), format!("{endpoint}: {e}")),
+    })
+}
+
 pub async fn reconcile(cat: Arc<Catalog>, ctx: Arc<Context>) -> Result<Action, Error> {
     if !ctx.leader.is_leading() {
         return Ok(Action::await_change());
     }
     let ns = cat.namespace().ok_or(Error::MissingNamespace)?;
+    let reachable = check_reachable(&ctx, &cat).await?;
+    let connected = reachable.status == Status::True;
     let policies = ctx.stores.policies_in(&ns);
     let now = Time(k8s_openapi::jiff::Timestamp::now());
-    let desired = desired_status(&cat, &policies, &ctx.defaults, &now);
-    write_status_if_changed(&ctx, CONTROLLER, cat.as_ref(), desired).await?;
-    // A slow safety net; the policy and catalog watches drive every real change.
-    Ok(Action::requeue(Duration::from_secs(30 * 60)))
+    let before = cat
+        .status
+        .as_ref()
+        .and_then(|s| conditions::find(&s.conditions, "Reachable"))
+        .cloned();
+    let desired = desired_status(&cat, &policies, &ctx.defaults, reachable, &now);
+    let after = conditions::find(&desired.conditions, "Reachable").cloned();
+    if write_status_if_changed(&ctx, CONTROLLER, cat.as_ref(), desired).await?
+        && let Some(after) = after
+        && before
+            .as_ref()
+            .is_none_or(|b| b.status != after.status || b.reason != after.reason)
+    {
+        let type_ = if connected {
+            EventType::Normal
+        } else {
+            EventType::Warning
+        };
+        ctx.publish(
+            cat.as_ref(),
+            type_,
+            &after.reason,
+            "CheckConnection",
+            after.message.clone(),
+        )
+        .await;
+    }
+    // Re-check reachability (and pick up a rotated Secret) periodically; sooner while failing.
+    Ok(Action::requeue(if connected {
+        RECHECK_CONNECTED
+    } else {
+        RECHECK_UNREACHABLE
+    }))
 }
+
+/// How often a reachable catalog's connection is re-checked.
+pub const RECHECK_CONNECTED: Duration = Duration::from_secs(5 * 60);
+/// How often an unreachable catalog is retried.
+pub const RECHECK_UNREACHABLE: Duration = Duration::from_secs(30);
 
 #[cfg(test)]
 mod tests {
@@ -153,10 +266,14 @@ mod tests {
         Time(k8s_openapi::jiff::Timestamp::from_second(1000).unwrap())
     }
 
+    fn reachable() -> Desired {
+        Desired::new("Reachable", Status::True, "Managed", "")
+    }
+
     #[test]
     fn a_catalog_without_policies_shows_the_operator_defaults() {
         let c = catalog("provider: managed\nregistrations: [{kind: Schema, name: semantic}]");
-        let s = desired_status(&c, &[], &OperatorDefaults::default(), &now());
+        let s = desired_status(&c, &[], &OperatorDefaults::default(), reachable(), &now());
         let p = s.effective_policy.unwrap();
         assert_eq!(
             (p.source, p.enabled),
@@ -171,7 +288,7 @@ mod tests {
         let c = catalog(
             "provider: managed\nregistrations: [{kind: Schema, name: a}, {kind: Schema, name: b}, {kind: Schema, name: a}]",
         );
-        let s = desired_status(&c, &[], &OperatorDefaults::default(), &now());
+        let s = desired_status(&c, &[], &OperatorDefaults::default(), reachable(), &now());
         let ready = conditions::find(&s.conditions, "Ready").unwrap();
         assert_eq!(ready.reason, "DuplicateRegistration");
         assert!(
@@ -186,7 +303,7 @@ mod tests {
     #[test]
     fn a_missing_referenced_policy_is_reported() {
         let c = catalog("provider: managed\nreconcilePolicyRef: {name: strict}");
-        let s = desired_status(&c, &[], &OperatorDefaults::default(), &now());
+        let s = desired_status(&c, &[], &OperatorDefaults::default(), reachable(), &now());
         assert_eq!(
             conditions::find(&s.conditions, "Ready").unwrap().reason,
             "ReconcilePolicyNotFound"
@@ -197,17 +314,43 @@ mod tests {
     #[test]
     fn conditions_owned_by_other_writers_are_kept() {
         let mut c = catalog("provider: managed");
-        let reachable = conditions::merge(
+        let foreign = conditions::merge(
             &[],
-            vec![Desired::new("Reachable", Status::True, "Connected", "")],
+            vec![Desired::new(
+                "RegistrationsCurrent",
+                Status::True,
+                "AllLive",
+                "",
+            )],
             Some(4),
             &now(),
         );
         c.status = Some(CatalogStatus {
-            conditions: reachable.clone(),
+            conditions: foreign.clone(),
             ..Default::default()
         });
-        let s = desired_status(&c, &[], &OperatorDefaults::default(), &now());
-        assert!(s.conditions.contains(&reachable[0]));
+        let s = desired_status(&c, &[], &OperatorDefaults::default(), reachable(), &now());
+        assert!(s.conditions.contains(&foreign[0]));
+    }
+
+    #[test]
+    fn an_unreachable_catalog_is_not_ready_with_the_failure_category() {
+        let c = catalog("provider: managed");
+        let verdict = Desired::new(
+            "Reachable",
+            Status::False,
+            "AuthFailed",
+            "db:5432: authentication failed",
+        );
+        let s = desired_status(&c, &[], &OperatorDefaults::default(), verdict, &now());
+        let ready = conditions::find(&s.conditions, "Ready").unwrap();
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("False", "AuthFailed")
+        );
+        assert_eq!(
+            conditions::find(&s.conditions, "Reachable").unwrap().reason,
+            "AuthFailed"
+        );
     }
 }

@@ -56,6 +56,8 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     pub recorder: Recorder,
     pub defaults: OperatorDefaults,
+    /// One connection pool per probed Catalog.
+    pub providers: Arc<crate::catalog::registry::Registry>,
     failures: Mutex<HashMap<String, u32>>,
 }
 
@@ -67,6 +69,7 @@ impl Context {
         metrics: Arc<Metrics>,
         recorder: Recorder,
         defaults: OperatorDefaults,
+        providers: Arc<crate::catalog::registry::Registry>,
     ) -> Self {
         Self {
             client,
@@ -75,6 +78,7 @@ impl Context {
             metrics,
             recorder,
             defaults,
+            providers,
             failures: Mutex::default(),
         }
     }

@@ -23,7 +23,13 @@ pub struct Server {
 static POSTGRES: OnceLock<Server> = OnceLock::new();
 static MARIADB: OnceLock<Server> = OnceLock::new();
 
-fn start(script: &str, name: &str, user: &'static str, password: &'static str) -> Server {
+fn start(
+    script: &str,
+    name: &str,
+    user: &'static str,
+    password: &'static str,
+    sql: Option<&str>,
+) -> Server {
     let exe = std::env::current_exe().unwrap();
     let dir = PathBuf::from(ROOT).join("target/e2e").join(format!(
         "{}-{}-{name}",
@@ -37,6 +43,11 @@ fn start(script: &str, name: &str, user: &'static str, password: &'static str) -
             "--owner-pid",
             &std::process::id().to_string(),
         ])
+        .args(
+            sql.map(|f| ["--sql".to_string(), format!("{ROOT}/{f}")])
+                .into_iter()
+                .flatten(),
+        )
         .stderr(Stdio::inherit())
         .output()
         .unwrap();
@@ -58,11 +69,20 @@ fn start(script: &str, name: &str, user: &'static str, password: &'static str) -
 }
 
 pub fn postgres() -> &'static Server {
-    POSTGRES.get_or_init(|| start("postgres", "pg", "postgres", "postgres"))
+    // Loaded with the demo's HR warehouse so the examples' `hr` Catalog connects.
+    POSTGRES.get_or_init(|| {
+        start(
+            "postgres",
+            "pg",
+            "postgres",
+            "postgres",
+            Some("examples/hr.sql"),
+        )
+    })
 }
 
 pub fn mariadb() -> &'static Server {
-    MARIADB.get_or_init(|| start("mariadb", "mariadb", "root", "root"))
+    MARIADB.get_or_init(|| start("mariadb", "mariadb", "root", "root", None))
 }
 
 impl Server {

@@ -211,7 +211,8 @@ impl Drop for Namespace {
     }
 }
 
-/// The examples/ manifests rewritten into `ns` (the Namespace object itself is skipped).
+/// The examples/ manifests rewritten into `ns` (the Namespace object itself is skipped), with
+/// the `hr` Catalog pointed at this binary's PostgreSQL (loaded with examples/hr.sql).
 pub fn examples_in(ns: &str) -> String {
     let mut files: Vec<_> = std::fs::read_dir(format!("{ROOT}/examples"))
         .unwrap()
@@ -233,6 +234,7 @@ pub fn examples_in(ns: &str) -> String {
             std::fs::read_to_string(p)
                 .unwrap()
                 .replace("namespace: example", &format!("namespace: {ns}"))
+                .replace("port: 5432", &format!("port: {}", db::postgres().port))
         })
         .collect::<Vec<_>>()
         .join("\n---\n")
@@ -399,14 +401,19 @@ pub fn ready(env: &Env, ns: &str, what: &str) -> (String, String, String) {
     (get("status"), get("reason"), get("message"))
 }
 
-/// Waits until the Ready condition has `status` and `reason`; returns its message.
+/// Waits until the Ready condition has `status` and `reason`; returns its message. On timeout
+/// the panic names the last condition seen.
 pub fn wait_ready(env: &Env, ns: &str, what: &str, status: &str, reason: &str) -> String {
-    eventually(
-        Duration::from_secs(60),
-        &format!("{what} Ready={status}/{reason}"),
-        || {
-            let (s, r, m) = ready(env, ns, what);
-            (s == status && r == reason).then_some(m)
-        },
-    )
+    let start = Instant::now();
+    loop {
+        let (s, r, m) = ready(env, ns, what);
+        if s == status && r == reason {
+            return m;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "timed out waiting for {what} Ready={status}/{reason}; last seen Ready={s}/{r}: {m}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
