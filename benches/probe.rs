@@ -36,7 +36,8 @@ fn main() {
     for i in 0..TABLES {
         ddl.push_str(&format!("CREATE TABLE bench.t{i}(id int);"));
     }
-    let status = Command::new("psql")
+    // Through stdin: 5,000 statements exceed the argument-length limit.
+    let mut psql = Command::new("psql")
         .env("PGPASSWORD", "postgres")
         .args([
             "-h",
@@ -46,11 +47,14 @@ fn main() {
             "-U",
             "postgres",
             "-q",
-            "-c",
-            &ddl,
+            "-f",
+            "-",
         ])
-        .status()
+        .stdin(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
+    std::io::Write::write_all(&mut psql.stdin.take().unwrap(), ddl.as_bytes()).unwrap();
+    let status = psql.wait().unwrap();
     assert!(status.success());
 
     let settings = ConnectionSettings {

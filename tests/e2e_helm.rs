@@ -117,7 +117,7 @@ fn the_chart_installs_and_its_rbac_is_sufficient_and_minimal() {
         "rpol/strict",
     ] {
         let reason = if what.starts_with("sm/") {
-            "Validated"
+            "Accepted"
         } else if what.starts_with("cat/") {
             "Configured"
         } else {

@@ -44,7 +44,7 @@ fn a_killed_leader_is_replaced_and_the_new_leader_reconciles() {
     let ns = ns.name.as_str();
     let (a, b) = pair(ns);
     env.apply_ok(&examples_in(ns));
-    wait_ready(env, ns, "sm/employee-analysis", "True", "Validated");
+    wait_ready(env, ns, "sm/employee-analysis", "True", "Accepted");
     let (mut leader, standby) = leader_and_standby(a, b);
     assert_eq!(
         standby.metric("semops_status_writes_total", &[]),

@@ -126,7 +126,7 @@ fn an_invalid_model_names_the_field_and_recovers_when_fixed() {
     let ns = ns.name.as_str();
     let _op = Operator::for_namespace(env, ns);
     env.apply_ok(&examples_in(ns));
-    wait_ready(env, ns, "sm/employee-analysis", "True", "Validated");
+    wait_ready(env, ns, "sm/employee-analysis", "True", "Accepted");
     let bad = examples_in(ns).replace("to: manager", "to: mgr");
     env.apply_ok(&bad);
     let message = wait_ready(env, ns, "sm/employee-analysis", "False", "UnknownDataset");
@@ -157,7 +157,7 @@ fn an_invalid_model_names_the_field_and_recovers_when_fixed() {
     );
 
     env.apply_ok(&examples_in(ns));
-    wait_ready(env, ns, "sm/employee-analysis", "True", "Validated");
+    wait_ready(env, ns, "sm/employee-analysis", "True", "Accepted");
 }
 
 #[test]
@@ -167,7 +167,7 @@ fn the_younger_model_loses_a_name_conflict_until_the_older_is_deleted() {
     let ns = ns.name.as_str();
     let _op = Operator::for_namespace(env, ns);
     env.apply_ok(&examples_in(ns));
-    wait_ready(env, ns, "sm/employee-analysis", "True", "Validated");
+    wait_ready(env, ns, "sm/employee-analysis", "True", "Accepted");
     let twin = examples_in(ns)
         .split("\n---\n")
         .find(|d| d.contains("kind: SemanticModel"))
@@ -191,7 +191,7 @@ fn the_younger_model_loses_a_name_conflict_until_the_older_is_deleted() {
     );
 
     env.kubectl_ok(&["delete", "sm/employee-analysis", "-n", ns]);
-    wait_ready(env, ns, "sm/employee-analysis-copy", "True", "Validated");
+    wait_ready(env, ns, "sm/employee-analysis-copy", "True", "Accepted");
 }
 
 #[test]
@@ -201,12 +201,12 @@ fn deleting_a_catalog_reaches_the_models_that_use_it() {
     let ns = ns.name.as_str();
     let _op = Operator::for_namespace(env, ns);
     env.apply_ok(&examples_in(ns));
-    wait_ready(env, ns, "sm/employee-analysis", "True", "Validated");
+    wait_ready(env, ns, "sm/employee-analysis", "True", "Accepted");
     env.kubectl_ok(&["delete", "cat/hr", "-n", ns]);
     let message = wait_ready(env, ns, "sm/employee-analysis", "False", "CatalogNotFound");
     assert!(message.contains("no Catalog named \"hr\""), "{message}");
     env.apply_ok(&examples_in(ns));
-    wait_ready(env, ns, "sm/employee-analysis", "True", "Validated");
+    wait_ready(env, ns, "sm/employee-analysis", "True", "Accepted");
 }
 
 #[test]

@@ -14,6 +14,7 @@ use kube::{Api, ResourceExt};
 use super::status::write_status_if_changed;
 use super::{Context, Error};
 use crate::catalog::CatalogProvider;
+use crate::catalog::registry::AnyProvider;
 use crate::catalog::registry::settings_from;
 use crate::crd::catalog::Provider;
 use crate::crd::conditions::{self, Desired, Status};
@@ -146,11 +147,62 @@ pub fn registry_key(cat: &Catalog) -> String {
     format!("{}/{}", cat.namespace().unwrap_or_default(), cat.name_any())
 }
 
+/// Why a probed catalog has no usable provider: a condition reason and a message naming the fix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NoProvider {
+    pub reason: String,
+    pub message: String,
+}
+
+/// The provider of a probed (non-managed) Catalog: reads its Secret (get only) and reuses or
+/// rebuilds its pool. Shared by the Catalog and SemanticModel controllers.
+pub async fn provider_for(
+    ctx: &Context,
+    cat: &Catalog,
+) -> Result<Result<(Arc<AnyProvider>, String), NoProvider>, Error> {
+    let no = |reason: &str, message: String| {
+        Ok(Err(NoProvider {
+            reason: reason.into(),
+            message,
+        }))
+    };
+    if cat.spec.provider == Provider::Managed {
+        return no("Managed", "managed catalogs have no external system".into());
+    }
+    let Some(connection) = &cat.spec.connection else {
+        return no(
+            "Misconfigured",
+            "spec.connection is required unless provider is managed".into(),
+        );
+    };
+    let ns = cat.namespace().ok_or(Error::MissingNamespace)?;
+    let secret_name = &connection.credentials_secret_ref.name;
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
+    let Some(secret) = secrets.get_opt(secret_name).await? else {
+        return no(
+            "SecretNotFound",
+            format!(
+                "Secret {secret_name:?} does not exist in namespace {ns:?}; create it or fix spec.connection.credentialsSecretRef.name"
+            ),
+        );
+    };
+    let settings = match settings_from(connection, &secret.data.unwrap_or_default()) {
+        Ok(s) => s,
+        Err(message) => return no("CredentialsInvalid", message),
+    };
+    let endpoint = format!("{}:{}", settings.host, settings.port);
+    match ctx
+        .providers
+        .provider_for(&registry_key(cat), cat.spec.provider, settings)
+    {
+        Ok(p) => Ok(Ok((p, endpoint))),
+        Err(e) => no(e.category(), format!("{endpoint}: {e}")),
+    }
+}
+
 /// Checks the connection of a probed catalog: Secret, settings, pool, `SELECT 1`. Every failure
 /// becomes a `Reachable=False` verdict with a category reason and a message without secrets.
 async fn check_reachable(ctx: &Context, cat: &Catalog) -> Result<Desired, Error> {
-    let unreachable =
-        |reason: &str, message: String| Desired::new("Reachable", Status::False, reason, message);
     if cat.spec.provider == Provider::Managed {
         return Ok(Desired::new(
             "Reachable",
@@ -159,43 +211,30 @@ async fn check_reachable(ctx: &Context, cat: &Catalog) -> Result<Desired, Error>
             "managed catalogs have no external system to reach",
         ));
     }
-    let Some(connection) = &cat.spec.connection else {
-        return Ok(unreachable(
-            "Misconfigured",
-            "spec.connection is required unless provider is managed".into(),
-        ));
+    let (provider, endpoint) = match provider_for(ctx, cat).await? {
+        Ok(p) => p,
+        Err(no) => {
+            return Ok(Desired::new(
+                "Reachable",
+                Status::False,
+                no.reason,
+                no.message,
+            ));
+        }
     };
-    let ns = cat.namespace().ok_or(Error::MissingNamespace)?;
-    let secret_name = &connection.credentials_secret_ref.name;
-    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
-    let Some(secret) = secrets.get_opt(secret_name).await? else {
-        return Ok(unreachable(
-            "SecretNotFound",
-            format!(
-                "Secret {secret_name:?} does not exist in namespace {ns:?}; create it or fix spec.connection.credentialsSecretRef.name"
-            ),
-        ));
-    };
-    let settings = match settings_from(connection, &secret.data.unwrap_or_default()) {
-        Ok(s) => s,
-        Err(message) => return Ok(unreachable("CredentialsInvalid", message)),
-    };
-    let endpoint = format!("{}:{}", settings.host, settings.port);
-    let checked = match ctx
-        .providers
-        .provider_for(&registry_key(cat), cat.spec.provider, settings)
-    {
-        Ok(provider) => provider.check_connection().await,
-        Err(e) => Err(e),
-    };
-    Ok(match checked {
+    Ok(match provider.check_connection().await {
         Ok(()) => Desired::new(
             "Reachable",
             Status::True,
             "Connected",
             format!("connected to {endpoint}"),
         ),
-        Err(e) => unreachable(e.category(), format!("{endpoint}: {e}")),
+        Err(e) => Desired::new(
+            "Reachable",
+            Status::False,
+            e.category(),
+            format!("{endpoint}: {e}"),
+        ),
     })
 }
 

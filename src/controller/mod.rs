@@ -121,6 +121,9 @@ pub enum Error {
     MissingNamespace,
     #[error("could not serialize status: {0}")]
     Serialize(#[from] serde_json::Error),
+    /// Work that waits on something outside (e.g. an unreachable catalog); retried with backoff.
+    #[error("waiting: {0}")]
+    Pending(&'static str),
 }
 
 impl Error {
@@ -131,6 +134,7 @@ impl Error {
             Error::NotLeader => "NotLeader",
             Error::MissingNamespace => "MissingNamespace",
             Error::Serialize(_) => "Serialize",
+            Error::Pending(reason) => reason,
         }
     }
 }

@@ -1,7 +1,13 @@
 //! SemanticModel reconciler: contract and model-local checks (DESIGN 3.1 levels 1-2), home and
 //! catalog references, and name conflicts (3.6), summarized in `Valid` and `Ready`.
 
+use std::collections::HashMap;
 use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
+use kube::api::{DeleteParams, ObjectMeta, PostParams};
+use kube::{Api, Resource};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
@@ -10,12 +16,17 @@ use kube::runtime::events::EventType;
 
 use super::status::write_status_if_changed;
 use super::{Context, Error};
+use crate::catalog::{CatalogProvider, Probe, ProbeTarget};
 use crate::crd::catalog::{Provider, RegistrationState};
 use crate::crd::conditions::{self, Desired, Status};
 use crate::crd::policy::RegistrationKind;
 use crate::crd::{Catalog, SemanticModel, SemanticModelStatus};
+use crate::model::canonical::{self, Change};
 use crate::model::conflict::{Claim, conflict_winner};
+use crate::model::identity;
+use crate::model::sources::{self, SourceLookup};
 use crate::model::validate::{self, CatalogLookup};
+use crate::ossie::SourceRef;
 
 pub const CONTROLLER: &str = "semanticmodel";
 
@@ -64,35 +75,38 @@ fn claim(m: &SemanticModel) -> Claim<'_> {
     }
 }
 
-/// The whole status this controller wants, from plain inputs.
-pub fn desired_status(
+/// Levels 1-2 and the name conflict: the verdict before any I/O. `None` means the model may go
+/// on to acceptance; otherwise (Ready, Valid) conditions explaining why not.
+pub fn local_verdict(
     model: &SemanticModel,
     catalogs: &dyn CatalogLookup,
     others: &[Arc<SemanticModel>],
-    now: &Time,
-) -> SemanticModelStatus {
-    let previous = model.status.clone().unwrap_or_default();
-    let generation = model.metadata.generation;
+) -> Result<(), (Desired, Desired)> {
     let mut problems = validate::validate_definition(&model.spec);
     problems.extend(validate::validate_catalog_refs(&model.spec, catalogs));
-    let winner = conflict_winner(&claim(model), others.iter().map(|o| claim(o)));
-
-    let valid = match problems.first() {
-        None => Desired::new(
-            "Valid",
-            Status::True,
-            "Valid",
-            "definition passed the contract and model-local checks",
-        ),
-        Some(first) => Desired::new(
+    if let Some(first) = problems.first() {
+        let valid = Desired::new(
             "Valid",
             Status::False,
             first.reason.as_str(),
             validate::summarize(&problems),
-        ),
-    };
-    let ready = if let Some(w) = &winner {
-        Desired::new(
+        );
+        let ready = Desired::new(
+            "Ready",
+            Status::False,
+            valid.reason.clone(),
+            valid.message.clone(),
+        );
+        return Err((ready, valid));
+    }
+    let valid = Desired::new(
+        "Valid",
+        Status::True,
+        "Valid",
+        "definition passed the contract and model-local checks",
+    );
+    if let Some(w) = conflict_winner(&claim(model), others.iter().map(|o| claim(o))) {
+        let ready = Desired::new(
             "Ready",
             Status::False,
             "NameConflict",
@@ -103,29 +117,71 @@ pub fn desired_status(
                 model.spec.schema,
                 model.model_name()
             ),
-        )
-    } else if valid.status == Status::False {
-        Desired::new(
-            "Ready",
-            Status::False,
-            valid.reason.clone(),
-            valid.message.clone(),
-        )
-    } else {
-        Desired::new(
-            "Ready",
-            Status::True,
-            "Validated",
-            "definition is valid; live source resolution is not built yet",
-        )
-    };
+        );
+        return Err((ready, valid));
+    }
+    Ok(())
+}
+
+/// The status for `model` given the accepted state in `base` and the conditions decided now.
+/// Accepted fields (revision, hashes, associations, ids) come from `base` untouched.
+pub fn status_with(
+    model: &SemanticModel,
+    base: SemanticModelStatus,
+    conditions: Vec<Desired>,
+    now: &Time,
+) -> SemanticModelStatus {
+    let previous = model.status.clone().unwrap_or_default();
+    let generation = model.metadata.generation;
     SemanticModelStatus {
         observed_generation: generation,
         model_name: Some(model.model_name().to_string()),
         dataset_count: Some(model.spec.definition.datasets.len() as i64),
         metric_count: Some(model.spec.definition.metrics.as_ref().map_or(0, Vec::len) as i64),
-        conditions: conditions::merge(&previous.conditions, vec![ready, valid], generation, now),
-        ..previous
+        conditions: conditions::merge(&previous.conditions, conditions, generation, now),
+        ..base
+    }
+}
+
+/// Status of a model that passes levels 1-2 (used by tests and as the no-I/O verdict).
+pub fn desired_status(
+    model: &SemanticModel,
+    catalogs: &dyn CatalogLookup,
+    others: &[Arc<SemanticModel>],
+    now: &Time,
+) -> SemanticModelStatus {
+    let base = model.status.clone().unwrap_or_default();
+    match local_verdict(model, catalogs, others) {
+        Err((ready, valid)) => status_with(model, base, vec![ready, valid], now),
+        Ok(()) => {
+            let valid = Desired::new(
+                "Valid",
+                Status::True,
+                "Valid",
+                "definition passed the contract and model-local checks",
+            );
+            status_with(
+                model,
+                base,
+                vec![
+                    Desired::new("Ready", Status::True, "Validated", "definition is valid"),
+                    valid,
+                ],
+                now,
+            )
+        }
+    }
+}
+
+/// How many ControllerRevisions of a model are kept (`--revision-history-limit`).
+pub const REVISION_HISTORY_LIMIT: i64 = 10;
+
+/// Failpoints for crash drills: `SEMOPS_FAILPOINT=after-revision` exits the process between the
+/// revision write and the status commit.
+fn failpoint(name: &str) {
+    if std::env::var("SEMOPS_FAILPOINT").is_ok_and(|v| v == name) {
+        tracing::error!(failpoint = name, "failpoint hit; exiting");
+        std::process::exit(86);
     }
 }
 
@@ -137,35 +193,392 @@ pub async fn reconcile(model: Arc<SemanticModel>, ctx: Arc<Context>) -> Result<A
     let catalogs = NamespaceCatalogs(ctx.stores.catalogs_in(&ns));
     let others = ctx.stores.models_in(&ns);
     let now = Time(k8s_openapi::jiff::Timestamp::now());
-    let desired = desired_status(&model, &catalogs, &others, &now);
+    let accepted = model.status.clone().unwrap_or_default();
+    let valid_ok = Desired::new(
+        "Valid",
+        Status::True,
+        "Valid",
+        "definition passed the contract and model-local checks",
+    );
+
+    if let Err((ready, valid)) = local_verdict(&model, &catalogs, &others) {
+        let status = status_with(&model, accepted, vec![ready, valid], &now);
+        commit(&ctx, &model, status).await?;
+        return Ok(Action::await_change());
+    }
+    let name = model.model_name().to_string();
+    let change = canonical::decide(&model.spec, &name, &accepted);
+    let (next, sources_resolved) = match change {
+        Change::NoOp => {
+            let status = status_with(
+                &model,
+                accepted.clone(),
+                accepted_conditions(&accepted, valid_ok),
+                &now,
+            );
+            commit(&ctx, &model, status).await?;
+            return Ok(Action::await_change());
+        }
+        Change::Preserve => (
+            SemanticModelStatus {
+                snapshot_hash: Some(canonical::snapshot_hash(&model.spec, &name)),
+                ..accepted.clone()
+            },
+            None,
+        ),
+        Change::Replace(_) => match resolve(&ctx, &model, &catalogs.0).await? {
+            Resolved::Pending(message) => {
+                let pending = Desired::new(
+                    "Ready",
+                    Status::False,
+                    "CatalogUnreachable",
+                    message.clone(),
+                );
+                let sources = Desired::new(
+                    "SourcesResolved",
+                    Status::Unknown,
+                    "CatalogUnreachable",
+                    message,
+                );
+                let status = status_with(&model, accepted, vec![pending, valid_ok, sources], &now);
+                commit(&ctx, &model, status).await?;
+                return Err(Error::Pending("CatalogUnreachable"));
+            }
+            Resolved::Lookups(lookups) => {
+                let problems = sources::validate_sources(&model.spec.definition, &lookups);
+                if let Some(first) = problems.first() {
+                    let message = validate::summarize(&problems);
+                    let ready = Desired::new(
+                        "Ready",
+                        Status::False,
+                        first.reason.as_str(),
+                        message.clone(),
+                    );
+                    let sources = Desired::new(
+                        "SourcesResolved",
+                        Status::False,
+                        first.reason.as_str(),
+                        message,
+                    );
+                    let status =
+                        status_with(&model, accepted, vec![ready, valid_ok, sources], &now);
+                    commit(&ctx, &model, status).await?;
+                    return Ok(Action::await_change());
+                }
+                let revision = accepted.revision.unwrap_or(0) + 1;
+                let names: Vec<&str> = model
+                    .spec
+                    .definition
+                    .metrics
+                    .iter()
+                    .flatten()
+                    .map(|m| m.name.as_str())
+                    .collect();
+                // Ids are minted here and exist only if the status write below commits them.
+                let (metrics, retired) = identity::reconcile_metric_ids(
+                    &accepted.metrics,
+                    &accepted.retired_metrics,
+                    &names,
+                    revision,
+                    identity::mint_metric_id,
+                );
+                let n = lookups.len();
+                (
+                    SemanticModelStatus {
+                        definition_hash: Some(canonical::definition_hash(&model.spec.definition)),
+                        accepted_rebind: model.spec.rebind.clone(),
+                        snapshot_hash: Some(canonical::snapshot_hash(&model.spec, &name)),
+                        source_associations: sources::build_associations(
+                            &model.spec.definition,
+                            &lookups,
+                            revision,
+                        ),
+                        metrics,
+                        retired_metrics: retired,
+                        ..accepted.clone()
+                    },
+                    Some(Desired::new(
+                        "SourcesResolved",
+                        Status::True,
+                        "Resolved",
+                        format!("{n} distinct source(s) resolved"),
+                    )),
+                )
+            }
+        },
+    };
+    let revision = accepted.revision.unwrap_or(0) + 1;
+    write_revision(
+        &ctx,
+        &model,
+        revision,
+        next.snapshot_hash.clone().unwrap_or_default(),
+    )
+    .await?;
+    failpoint("after-revision");
+    let next = SemanticModelStatus {
+        revision: Some(revision),
+        accepted_generation: model.metadata.generation,
+        ..next
+    };
+    let mut conds = vec![
+        Desired::new(
+            "Ready",
+            Status::True,
+            "Accepted",
+            format!("revision {revision} accepted"),
+        ),
+        valid_ok,
+    ];
+    conds.extend(sources_resolved.or_else(|| keep_condition(&accepted, "SourcesResolved")));
+    let status = status_with(&model, next, conds, &now);
+    commit(&ctx, &model, status).await?;
+    prune_revisions(&ctx, &model, revision).await;
+    let type_ = EventType::Normal;
+    ctx.publish(
+        model.as_ref(),
+        type_,
+        "Accepted",
+        "Accept",
+        format!("revision {revision} accepted ({change:?})"),
+    )
+    .await;
+    Ok(Action::await_change())
+}
+
+/// Conditions of an already accepted, unchanged model.
+fn accepted_conditions(accepted: &SemanticModelStatus, valid: Desired) -> Vec<Desired> {
+    let revision = accepted.revision.unwrap_or(0);
+    let mut v = vec![
+        Desired::new(
+            "Ready",
+            Status::True,
+            "Accepted",
+            format!("revision {revision} accepted"),
+        ),
+        valid,
+    ];
+    v.extend(keep_condition(accepted, "SourcesResolved"));
+    v
+}
+
+/// Carries a condition forward unchanged (as a desired condition, so merge keeps its time).
+fn keep_condition(status: &SemanticModelStatus, type_: &'static str) -> Option<Desired> {
+    conditions::find(&status.conditions, type_).map(|c| {
+        let st = match c.status.as_str() {
+            "True" => Status::True,
+            "False" => Status::False,
+            _ => Status::Unknown,
+        };
+        Desired::new(type_, st, c.reason.clone(), c.message.clone())
+    })
+}
+
+/// Writes status if it changed and emits an Event when Ready flips or changes reason to False.
+async fn commit(
+    ctx: &Context,
+    model: &SemanticModel,
+    status: SemanticModelStatus,
+) -> Result<(), Error> {
     let before = model
         .status
         .as_ref()
         .and_then(|s| conditions::find(&s.conditions, "Ready"))
         .cloned();
-    let after = conditions::find(&desired.conditions, "Ready").cloned();
-    if write_status_if_changed(&ctx, CONTROLLER, model.as_ref(), desired).await?
+    let after = conditions::find(&status.conditions, "Ready").cloned();
+    if write_status_if_changed(ctx, CONTROLLER, model, status).await?
         && let Some(after) = after
+        && after.status != "True"
         && before
             .as_ref()
             .is_none_or(|b| b.status != after.status || b.reason != after.reason)
     {
-        let type_ = if after.status == "True" {
-            EventType::Normal
-        } else {
-            EventType::Warning
-        };
         ctx.publish(
-            model.as_ref(),
-            type_,
+            model,
+            EventType::Warning,
             &after.reason,
             "Validate",
             after.message.clone(),
         )
         .await;
     }
-    Ok(Action::await_change())
+    Ok(())
 }
+
+enum Resolved {
+    Lookups(HashMap<SourceRef, SourceLookup>),
+    /// A catalog could not answer: acceptance waits (message names the catalog and the failure).
+    Pending(String),
+}
+
+/// Resolves each distinct source once, one batched probe per catalog, then reads the columns
+/// of the sources that exist.
+async fn resolve(
+    ctx: &Context,
+    model: &SemanticModel,
+    catalogs: &[Arc<Catalog>],
+) -> Result<Resolved, Error> {
+    let mut by_catalog: HashMap<String, Vec<SourceRef>> = HashMap::new();
+    for s in sources::distinct_sources(&model.spec.definition) {
+        by_catalog.entry(s.catalog.clone()).or_default().push(s);
+    }
+    let mut lookups = HashMap::new();
+    for (catalog_name, refs) in by_catalog {
+        let Some(cat) = catalogs.iter().find(|c| c.name_any() == catalog_name) else {
+            // Level 2 already checked existence; a Catalog deleted meanwhile waits for the next pass.
+            return Ok(Resolved::Pending(format!(
+                "Catalog {catalog_name:?} is not in the cache yet"
+            )));
+        };
+        if cat.spec.provider == Provider::Managed {
+            lookups.extend(
+                refs.into_iter()
+                    .map(|r| (r, SourceLookup::InManagedCatalog)),
+            );
+            continue;
+        }
+        let provider = match super::catalog::provider_for(ctx, cat).await? {
+            Ok((p, _)) => p,
+            Err(no) => {
+                return Ok(Resolved::Pending(format!(
+                    "Catalog {catalog_name:?}: {}: {}",
+                    no.reason, no.message
+                )));
+            }
+        };
+        let targets: Vec<ProbeTarget> = refs
+            .iter()
+            .map(|r| ProbeTarget::relation(&r.schema, &r.name))
+            .collect();
+        let answers = match provider.probe(&targets).await {
+            Ok(a) => a,
+            Err(e) => {
+                return Ok(Resolved::Pending(format!(
+                    "Catalog {catalog_name:?}: {}: {e}",
+                    e.category()
+                )));
+            }
+        };
+        for (r, answer) in refs.into_iter().zip(answers) {
+            let lookup = match answer {
+                Probe::Absent => SourceLookup::Absent,
+                Probe::Present {
+                    object_type,
+                    native_id,
+                } => match provider.columns(&r.schema, &r.name).await {
+                    Ok(Some(columns)) => SourceLookup::Present {
+                        object_type,
+                        native_id,
+                        columns,
+                    },
+                    Ok(None) => SourceLookup::Absent, // dropped between the two questions
+                    Err(e) => {
+                        return Ok(Resolved::Pending(format!(
+                            "Catalog {catalog_name:?}: {}: {e}",
+                            e.category()
+                        )));
+                    }
+                },
+            };
+            lookups.insert(r, lookup);
+        }
+    }
+    Ok(Resolved::Lookups(lookups))
+}
+
+fn revision_name(model: &SemanticModel, revision: i64) -> String {
+    format!("{}-r{revision}", model.name_any())
+}
+
+/// Writes revision `revision` (step a of the transaction). A revision of that name left by a
+/// crash is reused when it holds the same snapshot of this model, replaced otherwise.
+async fn write_revision(
+    ctx: &Context,
+    model: &SemanticModel,
+    revision: i64,
+    snapshot_hash: String,
+) -> Result<(), Error> {
+    if !ctx.leader.is_leading() {
+        return Err(Error::NotLeader);
+    }
+    let ns = model.namespace().ok_or(Error::MissingNamespace)?;
+    let api: Api<ControllerRevision> = Api::namespaced(ctx.client.clone(), &ns);
+    let uid = model.uid().unwrap_or_default();
+    let name = revision_name(model, revision);
+    let data = serde_json::json!({
+        "name": model.model_name(),
+        "comment": model.spec.comment,
+        "properties": model.spec.properties,
+        "definition": model.spec.definition,
+        "snapshotHash": snapshot_hash,
+    });
+    let owner = model.controller_owner_ref(&()).map(|mut o| {
+        o.block_owner_deletion = None; // needs extra RBAC where owner-reference enforcement is on
+        o
+    });
+    let rev = ControllerRevision {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            namespace: Some(ns),
+            labels: Some([(MODEL_UID_LABEL.to_string(), uid.clone())].into()),
+            owner_references: owner.map(|o| vec![o]),
+            ..Default::default()
+        },
+        revision: Some(revision),
+        data: RawExtension(data),
+    };
+    match api
+        .create(
+            &PostParams {
+                field_manager: Some("semops".into()),
+                ..Default::default()
+            },
+            &rev,
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            let existing = api.get(&name).await?;
+            let same_model = existing
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(MODEL_UID_LABEL))
+                == Some(&uid);
+            let same_snapshot = existing.data.0.get("snapshotHash").and_then(|h| h.as_str())
+                == Some(snapshot_hash.as_str());
+            if same_model && same_snapshot {
+                return Ok(()); // left by an earlier attempt that did not commit: reuse it
+            }
+            // Never named by any committed status (or owned by a deleted namesake): replace it.
+            api.delete(&name, &DeleteParams::default()).await?;
+            api.create(&PostParams::default(), &rev).await?;
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Deletes the revision that fell out of the history window (best effort).
+async fn prune_revisions(ctx: &Context, model: &SemanticModel, committed: i64) {
+    let old = committed - REVISION_HISTORY_LIMIT;
+    if old < 1 {
+        return;
+    }
+    let Some(ns) = model.namespace() else { return };
+    let api: Api<ControllerRevision> = Api::namespaced(ctx.client.clone(), &ns);
+    match api
+        .delete(&revision_name(model, old), &DeleteParams::default())
+        .await
+    {
+        Ok(_) | Err(kube::Error::Api(_)) => {}
+        Err(e) => tracing::debug!(error = %e, "could not prune an old revision"),
+    }
+}
+
+/// Label carrying the owning model's uid on each ControllerRevision.
+pub const MODEL_UID_LABEL: &str = "semops.io/model-uid";
 
 #[cfg(test)]
 mod tests {

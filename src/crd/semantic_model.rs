@@ -326,10 +326,73 @@ pub struct SemanticModelStatus {
     /// Canonical hash of the accepted definition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub definition_hash: Option<String>,
+    /// `spec.rebind` as of the last replace; a different value asks for a fresh resolution.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accepted_rebind: Option<String>,
+    /// Hash of the accepted snapshot (definition, name, comment, properties).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_hash: Option<String>,
+    /// One entry per dataset: the source as resolved at the last replace, with its native id.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub source_associations: Vec<SourceAssociation>,
+    /// Live metric identities of the accepted definition, in definition order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metrics: Vec<MetricIdentity>,
+    /// Ids of metrics removed by later definitions (bounded, newest kept); never reused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retired_metrics: Vec<RetiredMetric>,
     /// Current state: Ready (summary), Valid, SourcesResolved, SourcesCurrent.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+}
+
+/// A dataset's binding to the table or view it was resolved to.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceAssociation {
+    /// Dataset name.
+    pub dataset: String,
+    /// The source as resolved.
+    pub source: SourceName,
+    /// TABLE or VIEW.
+    #[serde(rename = "type")]
+    pub object_type: String,
+    /// Native id of the source (survives renames, changes on drop + create).
+    pub id: String,
+    /// Revision that established this binding.
+    pub revision: i64,
+}
+
+/// `catalog.schema.name` of a source, unquoted.
+#[derive(
+    KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord,
+)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceName {
+    pub catalog: String,
+    pub schema: String,
+    pub name: String,
+}
+
+/// A metric's stable identity.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct MetricIdentity {
+    /// Metric name (the identity key within the model).
+    pub name: String,
+    /// UUIDv7 minted by semops; never reused.
+    pub id: String,
+}
+
+/// A metric id retired when its name left the definition.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct RetiredMetric {
+    pub name: String,
+    pub id: String,
+    /// Revision whose definition no longer had the name.
+    pub retired_in_revision: i64,
 }
 
 impl SemanticModel {

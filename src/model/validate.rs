@@ -36,6 +36,10 @@ pub enum Reason {
     SchemaNotFound,
     /// The spec does not have the CRD's shape (missing field, wrong type, unknown enum value).
     SchemaMismatch,
+    /// A source is not a table or view of its catalog (level 3).
+    SourceNotFound,
+    /// A key or relationship column is not a column of its source (level 3).
+    ColumnNotFound,
 }
 
 impl Reason {
@@ -53,6 +57,8 @@ impl Reason {
             Reason::CatalogNotFound => "CatalogNotFound",
             Reason::SchemaNotFound => "SchemaNotFound",
             Reason::SchemaMismatch => "SchemaMismatch",
+            Reason::SourceNotFound => "SourceNotFound",
+            Reason::ColumnNotFound => "ColumnNotFound",
         }
     }
 }

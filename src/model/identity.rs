@@ -1,0 +1,148 @@
+//! Metric identity reconciliation (DESIGN 3.5): names are compared exactly against the live
+//! identities; a kept name keeps its id, a new name (or a removed name coming back) gets a fresh
+//! id, a removed name's id is retired. Ids come from `mint`, called only for names that need one.
+
+use crate::crd::semantic_model::{MetricIdentity, RetiredMetric};
+
+/// Most retired ids kept per model; the oldest are dropped first.
+pub const RETIRED_LIMIT: usize = 200;
+
+/// The live and retired identities after a replace at `revision`.
+pub fn reconcile_metric_ids(
+    live: &[MetricIdentity],
+    retired: &[RetiredMetric],
+    names: &[&str],
+    revision: i64,
+    mut mint: impl FnMut() -> String,
+) -> (Vec<MetricIdentity>, Vec<RetiredMetric>) {
+    let next_live: Vec<MetricIdentity> = names
+        .iter()
+        .map(|name| match live.iter().find(|m| m.name == *name) {
+            Some(kept) => kept.clone(),
+            None => MetricIdentity {
+                name: name.to_string(),
+                id: mint(),
+            },
+        })
+        .collect();
+    let mut next_retired = retired.to_vec();
+    next_retired.extend(
+        live.iter()
+            .filter(|m| !names.contains(&m.name.as_str()))
+            .map(|m| RetiredMetric {
+                name: m.name.clone(),
+                id: m.id.clone(),
+                retired_in_revision: revision,
+            }),
+    );
+    // Bounded, newest kept: retirement order is append order.
+    if next_retired.len() > RETIRED_LIMIT {
+        next_retired.drain(..next_retired.len() - RETIRED_LIMIT);
+    }
+    (next_live, next_retired)
+}
+
+/// A fresh metric id: a UUIDv7 string.
+pub fn mint_metric_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::{HashMap, HashSet};
+
+    fn counter() -> impl FnMut() -> String {
+        let mut n = 0;
+        move || {
+            n += 1;
+            format!("id{n}")
+        }
+    }
+
+    fn ids(live: &[MetricIdentity]) -> Vec<(&str, &str)> {
+        live.iter()
+            .map(|m| (m.name.as_str(), m.id.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn the_identity_table_of_the_design_holds() {
+        let mut mint = counter();
+        let (live, retired) = reconcile_metric_ids(&[], &[], &["a", "b"], 1, &mut mint);
+        assert_eq!(ids(&live), vec![("a", "id1"), ("b", "id2")]);
+
+        // Same names, reordered (expression or order changes do not matter): ids kept.
+        let (live, retired) = reconcile_metric_ids(&live, &retired, &["b", "a"], 2, &mut mint);
+        assert_eq!(ids(&live), vec![("b", "id2"), ("a", "id1")]);
+
+        // New name: new id. Removed name: retired.
+        let (live, retired) = reconcile_metric_ids(&live, &retired, &["a", "c"], 3, &mut mint);
+        assert_eq!(ids(&live), vec![("a", "id1"), ("c", "id3")]);
+        assert_eq!(
+            retired,
+            vec![RetiredMetric {
+                name: "b".into(),
+                id: "id2".into(),
+                retired_in_revision: 3
+            }]
+        );
+
+        // A removed name reintroduced later gets a new id, never the retired one.
+        let (live, _) = reconcile_metric_ids(&live, &retired, &["a", "c", "b"], 4, &mut mint);
+        assert_eq!(ids(&live), vec![("a", "id1"), ("c", "id3"), ("b", "id4")]);
+    }
+
+    #[test]
+    fn names_are_compared_exactly() {
+        let mut mint = counter();
+        let (live, retired) = reconcile_metric_ids(&[], &[], &["Revenue"], 1, &mut mint);
+        let (live, retired) = reconcile_metric_ids(&live, &retired, &["revenue"], 2, &mut mint);
+        assert_eq!(ids(&live), vec![("revenue", "id2")]);
+        assert_eq!(retired[0].name, "Revenue");
+    }
+
+    #[test]
+    fn retired_ids_are_bounded_keeping_the_newest() {
+        let mut mint = counter();
+        let mut live = Vec::new();
+        let mut retired = Vec::new();
+        for rev in 0..(RETIRED_LIMIT as i64 + 10) {
+            let name = format!("m{rev}");
+            (live, retired) =
+                reconcile_metric_ids(&live, &retired, &[name.as_str()], rev, &mut mint);
+        }
+        assert_eq!(retired.len(), RETIRED_LIMIT);
+        assert_eq!(
+            retired.last().unwrap().retired_in_revision,
+            RETIRED_LIMIT as i64 + 9
+        );
+    }
+
+    proptest! {
+        /// Over any sequence of accepted name sets: no id is ever minted twice, a name present
+        /// in consecutive revisions keeps its id, and a name absent in between gets a new id.
+        #[test]
+        fn ids_are_never_reused_and_stable_while_present(revisions in proptest::collection::vec(proptest::collection::btree_set("[a-e]", 0..5), 1..20)) {
+            let mut mint = counter();
+            let mut seen_ids = HashSet::new();
+            let mut live: Vec<MetricIdentity> = Vec::new();
+            let mut retired = Vec::new();
+            let mut previous: HashMap<String, String> = HashMap::new();
+            for (rev, names) in revisions.iter().enumerate() {
+                let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                (live, retired) = reconcile_metric_ids(&live, &retired, &names, rev as i64, &mut mint);
+                let now: HashMap<String, String> = live.iter().map(|m| (m.name.clone(), m.id.clone())).collect();
+                for (name, id) in &now {
+                    match previous.get(name) {
+                        Some(old) => prop_assert_eq!(old, id, "a present name kept its id"),
+                        None => prop_assert!(seen_ids.insert(id.clone()), "id {} reused", id),
+                    }
+                }
+                prop_assert_eq!(live.len(), names.len());
+                previous = now;
+            }
+        }
+    }
+}

@@ -1,0 +1,304 @@
+//! Level 3 of DESIGN 3.1 and the association set of DESIGN 3.4, from what the live systems
+//! answered about each distinct source (the I/O happens before, in the controller).
+
+use std::collections::HashMap;
+
+use super::validate::{Problem, Reason};
+use crate::catalog::ObjectType;
+use crate::crd::semantic_model::{Definition, SourceAssociation, SourceName};
+use crate::ossie::SourceRef;
+
+/// What a catalog said about one distinct source.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SourceLookup {
+    Present {
+        object_type: ObjectType,
+        native_id: String,
+        columns: Vec<String>,
+    },
+    Absent,
+    /// The source names a managed catalog, which holds no tables.
+    InManagedCatalog,
+}
+
+/// The distinct sources of a definition, each once, in first-use order.
+pub fn distinct_sources(def: &Definition) -> Vec<SourceRef> {
+    let mut out: Vec<SourceRef> = Vec::new();
+    for ds in &def.datasets {
+        if let Ok(r) = SourceRef::parse(&ds.source)
+            && !out.contains(&r)
+        {
+            out.push(r);
+        }
+    }
+    out
+}
+
+/// Every source resolves to a table or view; every key and relationship column exists.
+pub fn validate_sources(
+    def: &Definition,
+    lookups: &HashMap<SourceRef, SourceLookup>,
+) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    let mut columns_of: HashMap<&str, &Vec<String>> = HashMap::new();
+    for (i, ds) in def.datasets.iter().enumerate() {
+        let path = format!("spec.definition.datasets[{i}]");
+        let Ok(source) = SourceRef::parse(&ds.source) else {
+            continue;
+        };
+        match lookups.get(&source) {
+            Some(SourceLookup::Present { columns, .. }) => {
+                columns_of.insert(ds.name.as_str(), columns);
+            }
+            Some(SourceLookup::InManagedCatalog) => problems.push(Problem {
+                reason: Reason::SourceNotFound,
+                path: format!("{path}.source"),
+                message: format!("dataset {:?}: Catalog {:?} is managed and holds no tables or views; point the source at a postgresql or mysql Catalog", ds.name, source.catalog),
+            }),
+            Some(SourceLookup::Absent) | None => problems.push(Problem {
+                reason: Reason::SourceNotFound,
+                path: format!("{path}.source"),
+                message: format!("dataset {:?}: no table or view {source} exists; create it or fix the source", ds.name),
+            }),
+        }
+    }
+    let mut check = |dataset: &str, path: String, cols: &[String]| {
+        let Some(known) = columns_of.get(dataset) else {
+            return;
+        };
+        for (k, c) in cols.iter().enumerate() {
+            if !known.contains(c) {
+                problems.push(Problem {
+                    reason: Reason::ColumnNotFound,
+                    path: format!("{path}[{k}]"),
+                    message: format!("dataset {dataset:?} has no column {c:?} in its source"),
+                });
+            }
+        }
+    };
+    for (i, ds) in def.datasets.iter().enumerate() {
+        if let Some(pk) = &ds.primary_key {
+            check(
+                &ds.name,
+                format!("spec.definition.datasets[{i}].primaryKey"),
+                pk,
+            );
+        }
+        for (u, key) in ds.unique_keys.iter().flatten().enumerate() {
+            check(
+                &ds.name,
+                format!("spec.definition.datasets[{i}].uniqueKeys[{u}]"),
+                key,
+            );
+        }
+    }
+    for (i, rel) in def.relationships.iter().flatten().enumerate() {
+        check(
+            &rel.from,
+            format!("spec.definition.relationships[{i}].fromColumns"),
+            &rel.from_columns,
+        );
+        check(
+            &rel.to,
+            format!("spec.definition.relationships[{i}].toColumns"),
+            &rel.to_columns,
+        );
+    }
+    problems
+}
+
+/// One association per dataset (two datasets on one source give two), for a definition whose
+/// sources all resolved.
+pub fn build_associations(
+    def: &Definition,
+    lookups: &HashMap<SourceRef, SourceLookup>,
+    revision: i64,
+) -> Vec<SourceAssociation> {
+    def.datasets
+        .iter()
+        .filter_map(|ds| {
+            let source = SourceRef::parse(&ds.source).ok()?;
+            let SourceLookup::Present {
+                object_type,
+                native_id,
+                ..
+            } = lookups.get(&source)?
+            else {
+                return None;
+            };
+            Some(SourceAssociation {
+                dataset: ds.name.clone(),
+                source: SourceName {
+                    catalog: source.catalog,
+                    schema: source.schema,
+                    name: source.name,
+                },
+                object_type: object_type.as_str().to_string(),
+                id: native_id.clone(),
+                revision,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn def() -> Definition {
+        serde_json::from_value(json!({
+            "datasets": [
+                {"name": "employee", "source": "hr.public.employees", "primaryKey": ["id"], "uniqueKeys": [["email"]]},
+                {"name": "manager", "source": "hr.public.employees"},
+                {"name": "dept", "source": "hr.public.v_departments", "primaryKey": ["id"]}
+            ],
+            "relationships": [
+                {"name": "reports_to", "from": "employee", "to": "manager", "fromColumns": ["manager_id"], "toColumns": ["id"]},
+                {"name": "works_in", "from": "employee", "to": "dept", "fromColumns": ["department_id"], "toColumns": ["id"]}
+            ]
+        }))
+        .unwrap()
+    }
+
+    fn present(t: ObjectType, id: &str, cols: &[&str]) -> SourceLookup {
+        SourceLookup::Present {
+            object_type: t,
+            native_id: id.into(),
+            columns: cols.iter().map(|c| c.to_string()).collect(),
+        }
+    }
+
+    fn lookups() -> HashMap<SourceRef, SourceLookup> {
+        HashMap::from([
+            (
+                SourceRef::new("hr", "public", "employees"),
+                present(
+                    ObjectType::Table,
+                    "pg:1:2:r10",
+                    &["id", "email", "manager_id", "department_id"],
+                ),
+            ),
+            (
+                SourceRef::new("hr", "public", "v_departments"),
+                present(ObjectType::View, "pg:1:2:r11", &["id", "name"]),
+            ),
+        ])
+    }
+
+    #[test]
+    fn distinct_sources_are_listed_once() {
+        assert_eq!(
+            distinct_sources(&def()),
+            vec![
+                SourceRef::new("hr", "public", "employees"),
+                SourceRef::new("hr", "public", "v_departments")
+            ]
+        );
+    }
+
+    #[test]
+    fn a_fully_resolved_definition_has_no_problems_and_one_association_per_dataset() {
+        assert_eq!(validate_sources(&def(), &lookups()), vec![]);
+        let a = build_associations(&def(), &lookups(), 3);
+        let summary: Vec<(&str, &str, &str)> = a
+            .iter()
+            .map(|x| (x.dataset.as_str(), x.object_type.as_str(), x.id.as_str()))
+            .collect();
+        assert_eq!(
+            summary,
+            vec![
+                ("employee", "TABLE", "pg:1:2:r10"),
+                ("manager", "TABLE", "pg:1:2:r10"),
+                ("dept", "VIEW", "pg:1:2:r11")
+            ]
+        );
+        assert!(a.iter().all(|x| x.revision == 3));
+    }
+
+    #[test]
+    fn missing_sources_and_columns_are_named_with_dataset_and_path() {
+        type Edit = fn(&mut HashMap<SourceRef, SourceLookup>);
+        let cases: Vec<(&str, Edit, Reason, &str, &str)> = vec![
+            (
+                "absent source",
+                |l| {
+                    l.insert(
+                        SourceRef::new("hr", "public", "v_departments"),
+                        SourceLookup::Absent,
+                    );
+                },
+                Reason::SourceNotFound,
+                "spec.definition.datasets[2].source",
+                "dataset \"dept\"",
+            ),
+            (
+                "managed catalog",
+                |l| {
+                    l.insert(
+                        SourceRef::new("hr", "public", "v_departments"),
+                        SourceLookup::InManagedCatalog,
+                    );
+                },
+                Reason::SourceNotFound,
+                "spec.definition.datasets[2].source",
+                "managed",
+            ),
+            (
+                "primary key column",
+                |l| {
+                    l.insert(
+                        SourceRef::new("hr", "public", "v_departments"),
+                        present(ObjectType::View, "x", &["dept_id"]),
+                    );
+                },
+                Reason::ColumnNotFound,
+                "spec.definition.datasets[2].primaryKey[0]",
+                "no column \"id\"",
+            ),
+            (
+                "unique key column",
+                |l| {
+                    l.insert(
+                        SourceRef::new("hr", "public", "employees"),
+                        present(
+                            ObjectType::Table,
+                            "x",
+                            &["id", "manager_id", "department_id"],
+                        ),
+                    );
+                },
+                Reason::ColumnNotFound,
+                "spec.definition.datasets[0].uniqueKeys[0][0]",
+                "\"email\"",
+            ),
+            (
+                "fromColumns",
+                |l| {
+                    l.insert(
+                        SourceRef::new("hr", "public", "employees"),
+                        present(ObjectType::Table, "x", &["id", "email", "department_id"]),
+                    );
+                },
+                Reason::ColumnNotFound,
+                "spec.definition.relationships[0].fromColumns[0]",
+                "\"manager_id\"",
+            ),
+        ];
+        for (what, edit, reason, path, needle) in cases {
+            let mut l = lookups();
+            edit(&mut l);
+            let problems = validate_sources(&def(), &l);
+            let found = problems
+                .iter()
+                .find(|p| p.path == path)
+                .unwrap_or_else(|| panic!("{what}: no problem at {path}: {problems:#?}"));
+            assert_eq!(found.reason, reason, "{what}");
+            assert!(found.message.contains(needle), "{what}: {}", found.message);
+            assert!(
+                problems.iter().all(|p| p.reason == reason),
+                "{what}: unrelated problems {problems:#?}"
+            );
+        }
+    }
+}
