@@ -296,6 +296,45 @@ impl Operator {
         op
     }
 
+    /// An operator for `ns` with extra environment variables, not waited for (it may exit).
+    pub fn start_unready(env: &Env, ns: &str, vars: &[(&str, &str)]) -> Operator {
+        let probe_port = free_port();
+        let log = env.work_dir.join(format!("operator-{probe_port}.log"));
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_semops"));
+        cmd.env("KUBECONFIG", &env.kubeconfig)
+            .args([
+                "run",
+                "--probe-addr",
+                &format!("127.0.0.1:{probe_port}"),
+                "--lease-namespace",
+                ns,
+                "--watch-namespace",
+                ns,
+                "--log-format",
+                "json",
+            ])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap());
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+        Operator {
+            child: Some(cmd.spawn().expect("semops starts")),
+            probe_port,
+            log,
+        }
+    }
+
+    /// Whether the process has exited.
+    pub fn exited(&self) -> bool {
+        match &self.child {
+            None => true,
+            Some(c) => {
+                !std::path::Path::new(&format!("/proc/{}", c.id())).exists() || is_zombie(c.id())
+            }
+        }
+    }
+
     /// An operator for one test namespace, with its Lease there too.
     pub fn for_namespace(env: &Env, ns: &str) -> Operator {
         Operator::start(env, &env.kubeconfig, Some(ns), ns, &[])
@@ -362,6 +401,11 @@ impl Drop for Operator {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| s.split_whitespace().nth(2) == Some("Z"))
 }
 
 /// Polls `f` until it returns Some or `timeout` passes (then panics naming `what`).

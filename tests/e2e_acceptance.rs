@@ -1,0 +1,474 @@
+//! SemanticModel acceptance against a real control plane and PostgreSQL: every lifecycle row of
+//! DESIGN 3.4 and identity row of 3.5, the revision transaction under a crash, concurrent edits.
+
+mod support;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use serde_json::Value;
+use support::db::{postgres, unique};
+use support::{Operator, env, eventually, examples_in, wait_ready};
+
+/// A test's world: a namespace with the example catalogs, an operator, and its own PostgreSQL
+/// schema in the `hr` database.
+struct World {
+    ns: support::Namespace,
+    schema: String,
+    op: Operator,
+}
+
+impl World {
+    fn new(prefix: &str) -> World {
+        let env = env();
+        let ns = env.namespace(prefix);
+        let schema = format!("s{}", unique());
+        postgres().psql("hr", &format!("CREATE SCHEMA {schema}; CREATE TABLE {schema}.employees(id int PRIMARY KEY, manager_id int, name text); CREATE TABLE {schema}.departments(id int PRIMARY KEY, name text);"));
+        let catalogs: String = examples_in(&ns.name)
+            .split("\n---\n")
+            .filter(|d| !d.contains("kind: SemanticModel"))
+            .collect::<Vec<_>>()
+            .join("\n---\n");
+        env.apply_ok(&catalogs);
+        let op = Operator::for_namespace(env, &ns.name);
+        World { ns, schema, op }
+    }
+
+    fn ns(&self) -> &str {
+        &self.ns.name
+    }
+
+    fn sql(&self, sql: &str) {
+        postgres().psql("hr", &sql.replace("$S", &self.schema));
+    }
+
+    /// Applies model `name` with the given datasets / metrics YAML (flow style) and extra spec.
+    fn apply(&self, name: &str, datasets: &str, metrics: &str, extra: &str) {
+        let yaml = format!(
+            "apiVersion: semops.io/v1alpha1\nkind: SemanticModel\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  catalog: analytics\n  schema: semantic\n{extra}  definition:\n    datasets: {datasets}\n    metrics: {metrics}\n",
+            ns = self.ns(),
+            datasets = datasets.replace("$S", &self.schema),
+        );
+        env().apply_ok(&yaml);
+    }
+
+    fn status(&self, name: &str) -> Value {
+        let out = env().kubectl_ok(&["get", "sm", name, "-n", self.ns(), "-o", "json"]);
+        serde_json::from_str::<Value>(&out).unwrap()["status"].clone()
+    }
+
+    /// Waits for revision `n` to be accepted and returns the status.
+    fn accepted(&self, name: &str, n: i64) -> Value {
+        eventually(
+            Duration::from_secs(60),
+            &format!("{name} revision {n}"),
+            || {
+                let s = self.status(name);
+                let ready = s["conditions"]
+                    .as_array()?
+                    .iter()
+                    .find(|c| c["type"] == "Ready")?
+                    .clone();
+                (s["revision"] == n && ready["status"] == "True" && ready["reason"] == "Accepted")
+                    .then_some(s)
+            },
+        )
+    }
+}
+
+fn metric_ids(status: &Value) -> Vec<(String, String)> {
+    status["metrics"].as_array().map_or(vec![], |a| {
+        a.iter()
+            .map(|m| {
+                (
+                    m["name"].as_str().unwrap().to_string(),
+                    m["id"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    })
+}
+
+fn associations(status: &Value) -> Vec<(String, String, String)> {
+    status["sourceAssociations"].as_array().map_or(vec![], |a| {
+        a.iter()
+            .map(|x| {
+                (
+                    x["dataset"].as_str().unwrap().into(),
+                    x["source"]["name"].as_str().unwrap().into(),
+                    x["id"].as_str().unwrap().into(),
+                )
+            })
+            .collect()
+    })
+}
+
+fn metric(name: &str, expr: &str) -> String {
+    format!(
+        "{{name: {name}, expression: {{dialects: [{{dialect: ANSI_SQL, expression: \"{expr}\"}}]}}}}"
+    )
+}
+
+const TWO_ON_ONE: &str = "[{name: employee, source: hr.$S.employees, primaryKey: [id]}, {name: manager, source: hr.$S.employees}]";
+
+#[test]
+fn acceptance_writes_a_revision_and_two_datasets_on_one_source_give_two_entries() {
+    let w = World::new("acc");
+    w.apply(
+        "m",
+        TWO_ON_ONE,
+        &format!("[{}]", metric("headcount", "COUNT(*)")),
+        "",
+    );
+    let s = w.accepted("m", 1);
+    let a = associations(&s);
+    assert_eq!(a.len(), 2);
+    assert_eq!((a[0].0.as_str(), a[1].0.as_str()), ("employee", "manager"));
+    assert_eq!(a[0].2, a[1].2, "one source, one id");
+    assert!(
+        s["sourceAssociations"][0]["type"] == "TABLE"
+            && s["sourceAssociations"][0]["revision"] == 1
+    );
+    let ids = metric_ids(&s);
+    assert_eq!(
+        uuid::Uuid::parse_str(&ids[0].1).unwrap().get_version_num(),
+        7,
+        "metric ids are UUIDv7"
+    );
+    let rev = env().kubectl_ok(&[
+        "get",
+        "controllerrevision",
+        "m-r1",
+        "-n",
+        w.ns(),
+        "-o",
+        "json",
+    ]);
+    let rev: Value = serde_json::from_str(&rev).unwrap();
+    assert_eq!(
+        rev["metadata"]["ownerReferences"][0]["kind"],
+        "SemanticModel"
+    );
+    assert_eq!(
+        rev["metadata"]["labels"]["semops.io/model-uid"],
+        env().kubectl_ok(&[
+            "get",
+            "sm",
+            "m",
+            "-n",
+            w.ns(),
+            "-o",
+            "jsonpath={.metadata.uid}"
+        ])
+    );
+    assert_eq!(rev["data"]["definition"]["datasets"][0]["name"], "employee");
+    assert_eq!(s["acceptedGeneration"], 1);
+}
+
+#[test]
+fn a_renamed_source_keeps_its_id_and_a_rebind_follows_the_new_name() {
+    let w = World::new("rename");
+    w.apply("m", TWO_ON_ONE, "[]", "");
+    let before = associations(&w.accepted("m", 1));
+    w.sql("ALTER TABLE $S.employees RENAME TO staff;");
+    w.apply("m", &TWO_ON_ONE.replace("employees", "staff"), "[]", "");
+    let after = associations(&w.accepted("m", 2));
+    assert_eq!(after[0].1, "staff");
+    assert_eq!(after[0].2, before[0].2, "the renamed table kept its id");
+}
+
+#[test]
+fn a_dropped_source_keeps_the_association_and_a_rebind_refuses_without_losing_the_accepted_revision()
+ {
+    let w = World::new("drop");
+    w.apply("m", TWO_ON_ONE, "[]", "");
+    let before = associations(&w.accepted("m", 1));
+    w.sql("DROP TABLE $S.employees;");
+    w.apply("m", TWO_ON_ONE, "[]", "  rebind: \"after-drop\"\n");
+    let message = wait_ready(env(), w.ns(), "sm/m", "False", "SourceNotFound");
+    assert!(
+        message.contains("dataset \"employee\"")
+            && message.contains("spec.definition.datasets[0].source"),
+        "{message}"
+    );
+    let s = w.status("m");
+    assert_eq!(s["revision"], 1, "the accepted revision keeps serving");
+    assert_eq!(associations(&s), before);
+}
+
+#[test]
+fn a_name_reused_by_another_object_gets_the_new_id_on_rebind() {
+    let w = World::new("reuse");
+    w.apply("m", TWO_ON_ONE, "[]", "");
+    let before = associations(&w.accepted("m", 1));
+    w.sql(
+        "DROP TABLE $S.employees; CREATE TABLE $S.employees(id int PRIMARY KEY, manager_id int);",
+    );
+    w.apply("m", TWO_ON_ONE, "[]", "  rebind: \"recreated\"\n");
+    let after = associations(&w.accepted("m", 2));
+    assert_ne!(after[0].2, before[0].2, "a recreated table has a new id");
+    assert_eq!(after[0].2, after[1].2);
+}
+
+#[test]
+fn datasets_renamed_removed_or_reordered_rebuild_the_whole_set() {
+    let w = World::new("datasets");
+    w.apply(
+        "m",
+        "[{name: a, source: hr.$S.employees}, {name: b, source: hr.$S.departments}]",
+        "[]",
+        "",
+    );
+    let first = associations(&w.accepted("m", 1));
+    w.apply(
+        "m",
+        "[{name: d, source: hr.$S.departments}, {name: a2, source: hr.$S.employees}]",
+        "[]",
+        "",
+    );
+    let second = associations(&w.accepted("m", 2));
+    let names: Vec<&str> = second.iter().map(|a| a.0.as_str()).collect();
+    assert_eq!(names, vec!["d", "a2"]);
+    assert_eq!(
+        second[1].2, first[0].2,
+        "same source, same id, whatever the dataset is called"
+    );
+    assert!(
+        w.status("m")["sourceAssociations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|x| x["revision"] == 2)
+    );
+}
+
+#[test]
+fn metric_identities_follow_the_design_table() {
+    let w = World::new("ids");
+    w.apply(
+        "m",
+        TWO_ON_ONE,
+        &format!("[{}, {}]", metric("a", "1"), metric("b", "2")),
+        "",
+    );
+    let r1 = metric_ids(&w.accepted("m", 1));
+
+    // Expression and order changed, same names: ids kept.
+    w.apply(
+        "m",
+        TWO_ON_ONE,
+        &format!("[{}, {}]", metric("b", "20"), metric("a", "10")),
+        "",
+    );
+    let r2 = metric_ids(&w.accepted("m", 2));
+    assert_eq!(r2, vec![r1[1].clone(), r1[0].clone()]);
+
+    // New name: new id. Removed name: retired.
+    w.apply(
+        "m",
+        TWO_ON_ONE,
+        &format!("[{}, {}]", metric("a", "10"), metric("c", "3")),
+        "",
+    );
+    let s3 = w.accepted("m", 3);
+    let r3 = metric_ids(&s3);
+    assert_eq!(r3[0], r1[0]);
+    assert!(!r1.iter().any(|(_, id)| *id == r3[1].1), "c got a fresh id");
+    assert_eq!(s3["retiredMetrics"][0]["id"], r1[1].1.as_str());
+
+    // A removed name reintroduced: a new id, never the retired one.
+    w.apply(
+        "m",
+        TWO_ON_ONE,
+        &format!(
+            "[{}, {}, {}]",
+            metric("a", "10"),
+            metric("c", "3"),
+            metric("b", "2")
+        ),
+        "",
+    );
+    let r4 = metric_ids(&w.accepted("m", 4));
+    assert_ne!(r4[2].1, r1[1].1);
+
+    // Comment, properties and model rename keep every id (preserve: no re-resolution).
+    w.apply(
+        "m",
+        TWO_ON_ONE,
+        &format!(
+            "[{}, {}, {}]",
+            metric("a", "10"),
+            metric("c", "3"),
+            metric("b", "2")
+        ),
+        "  name: renamed_model\n  comment: new\n  properties: {team: x}\n",
+    );
+    let s5 = w.accepted("m", 5);
+    assert_eq!(metric_ids(&s5), r4);
+    assert_eq!(s5["modelName"], "renamed_model");
+    assert!(
+        s5["sourceAssociations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|x| x["revision"] == 4),
+        "preserve keeps associations as they are"
+    );
+}
+
+#[test]
+fn a_model_deleted_and_recreated_gets_new_ids_and_its_old_revisions_are_collected() {
+    let w = World::new("recreate");
+    w.apply("m", TWO_ON_ONE, &format!("[{}]", metric("a", "1")), "");
+    let old = metric_ids(&w.accepted("m", 1));
+    env().kubectl_ok(&["delete", "sm", "m", "-n", w.ns()]);
+    w.apply("m", TWO_ON_ONE, &format!("[{}]", metric("a", "1")), "");
+    let new = metric_ids(&w.accepted("m", 1));
+    assert_ne!(new[0].1, old[0].1, "a recreated model has all new ids");
+    let uid = env().kubectl_ok(&[
+        "get",
+        "sm",
+        "m",
+        "-n",
+        w.ns(),
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ]);
+    let label = env().kubectl_ok(&[
+        "get",
+        "controllerrevision",
+        "m-r1",
+        "-n",
+        w.ns(),
+        "-o",
+        "jsonpath={.metadata.labels.semops\\.io/model-uid}",
+    ]);
+    assert_eq!(label, uid, "r1 belongs to the new model");
+}
+
+#[test]
+fn the_revision_history_is_bounded() {
+    let w = World::new("history");
+    for i in 1..=12 {
+        w.apply("m", TWO_ON_ONE, "[]", &format!("  comment: \"edit {i}\"\n"));
+        w.accepted("m", i);
+    }
+    let names = env().kubectl_ok(&[
+        "get",
+        "controllerrevision",
+        "-n",
+        w.ns(),
+        "-o",
+        "jsonpath={.items[*].metadata.name}",
+    ]);
+    let mut names: Vec<&str> = names.split_whitespace().collect();
+    names.sort_by_key(|n| n[3..].parse::<i32>().unwrap());
+    assert_eq!(
+        names,
+        (3..=12).map(|i| format!("m-r{i}")).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn an_unreachable_catalog_leaves_acceptance_pending_and_the_accepted_revision_serving() {
+    let w = World::new("pending");
+    w.apply("m", TWO_ON_ONE, &format!("[{}]", metric("a", "1")), "");
+    let accepted = w.accepted("m", 1);
+    env().kubectl_ok(&[
+        "patch",
+        "cat/hr",
+        "-n",
+        w.ns(),
+        "--type=merge",
+        "-p",
+        &format!(
+            "{{\"spec\":{{\"connection\":{{\"port\":{}}}}}}}",
+            support::free_port()
+        ),
+    ]);
+    w.apply(
+        "m",
+        TWO_ON_ONE,
+        &format!("[{}, {}]", metric("a", "1"), metric("b", "2")),
+        "",
+    );
+    let message = wait_ready(env(), w.ns(), "sm/m", "False", "CatalogUnreachable");
+    assert!(
+        message.contains("\"hr\"") && message.contains("Unreachable"),
+        "{message}"
+    );
+    let s = w.status("m");
+    assert_eq!(
+        (s["revision"].clone(), metric_ids(&s)),
+        (accepted["revision"].clone(), metric_ids(&accepted))
+    );
+}
+
+#[test]
+fn a_crash_between_revision_and_commit_is_recovered_without_duplicates() {
+    let env = env();
+    let ns = env.namespace("crash");
+    let ns = ns.name.as_str();
+    let catalogs: String = examples_in(ns)
+        .split("\n---\n")
+        .filter(|d| !d.contains("kind: SemanticModel"))
+        .collect::<Vec<_>>()
+        .join("\n---\n");
+    env.apply_ok(&catalogs);
+    env.apply_ok(
+        &examples_in(ns)
+            .split("\n---\n")
+            .find(|d| d.contains("kind: SemanticModel"))
+            .unwrap()
+            .to_string(),
+    );
+    // This operator writes revision r1 and dies before committing the status.
+    let crashing = Operator::start_unready(env, ns, &[("SEMOPS_FAILPOINT", "after-revision")]);
+    eventually(Duration::from_secs(60), "the failpoint to fire", || {
+        crashing.exited().then_some(())
+    });
+    env.kubectl_ok(&[
+        "get",
+        "controllerrevision",
+        "employee-analysis-r1",
+        "-n",
+        ns,
+    ]);
+    assert_eq!(
+        support::jsonpath(env, ns, "sm/employee-analysis", "{.status.revision}"),
+        "",
+        "nothing was committed"
+    );
+
+    let _op = Operator::for_namespace(env, ns);
+    wait_ready(env, ns, "sm/employee-analysis", "True", "Accepted");
+    assert_eq!(
+        support::jsonpath(env, ns, "sm/employee-analysis", "{.status.revision}"),
+        "1",
+        "the left-over revision was reused"
+    );
+    let revisions = env.kubectl_ok(&["get", "controllerrevision", "-n", ns, "-o", "name"]);
+    assert_eq!(revisions.lines().count(), 1, "{revisions}");
+}
+
+#[test]
+fn concurrent_edits_while_the_operator_writes_never_duplicate_an_id() {
+    let w = World::new("edits");
+    w.apply("m", TWO_ON_ONE, &format!("[{}]", metric("m0", "0")), "");
+    w.accepted("m", 1);
+    let mut names = vec!["m0".to_string()];
+    for i in 1..=15 {
+        names.push(format!("m{i}"));
+        let metrics: Vec<String> = names.iter().map(|n| metric(n, "1")).collect();
+        w.apply("m", TWO_ON_ONE, &format!("[{}]", metrics.join(", ")), "");
+    }
+    let s = eventually(Duration::from_secs(90), "the last edit accepted", || {
+        let s = w.status("m");
+        (s["acceptedGeneration"] == s["observedGeneration"] && metric_ids(&s).len() == names.len())
+            .then_some(s)
+    });
+    let ids = metric_ids(&s);
+    let unique: HashSet<&String> = ids.iter().map(|(_, id)| id).collect();
+    assert_eq!(unique.len(), ids.len(), "duplicated ids: {ids:?}");
+    assert!(w.op.metric("semops_status_writes_total", &[]) >= 2.0);
+}
