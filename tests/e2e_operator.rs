@@ -296,3 +296,37 @@ fn policies_resolve_by_precedence_and_report_overlap() {
         "false"
     );
 }
+
+#[test]
+fn a_catalog_hosting_models_waits_for_them_and_one_only_read_from_does_not() {
+    let env = env();
+    let ns = env.namespace("protect");
+    let ns = ns.name.as_str();
+    let _op = Operator::for_namespace(env, ns);
+    env.apply_ok(&examples_in(ns));
+    wait_ready(env, ns, "sm/employee-analysis", "True", "Accepted");
+    eventually(Duration::from_secs(30), "the protection finalizer", || {
+        (jsonpath(env, ns, "cat/analytics", "{.metadata.finalizers}")
+            .contains("semops.io/catalog-protection"))
+        .then_some(())
+    });
+    assert_eq!(
+        jsonpath(env, ns, "cat/hr", "{.metadata.finalizers}"),
+        "",
+        "hr is only read from"
+    );
+
+    env.kubectl_ok(&["delete", "cat/analytics", "-n", ns, "--wait=false"]);
+    let message = wait_ready(env, ns, "cat/analytics", "False", "Deleting");
+    assert!(message.contains("employee-analysis"), "{message}");
+
+    env.kubectl_ok(&["delete", "cat/hr", "-n", ns, "--timeout=30s"]);
+    env.kubectl_ok(&["delete", "sm/employee-analysis", "-n", ns, "--timeout=30s"]);
+    eventually(Duration::from_secs(30), "analytics to be released", || {
+        (!env
+            .kubectl(&["get", "cat/analytics", "-n", ns])
+            .status
+            .success())
+        .then_some(())
+    });
+}

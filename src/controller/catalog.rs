@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Api, ResourceExt};
@@ -18,7 +19,9 @@ use crate::catalog::registry::AnyProvider;
 use crate::catalog::registry::settings_from;
 use crate::crd::catalog::Provider;
 use crate::crd::conditions::{self, Desired, Status};
-use crate::crd::{Catalog, CatalogStatus, ReconcilePolicy};
+use crate::crd::{
+    CATALOG_PROTECTION_FINALIZER, Catalog, CatalogStatus, ReconcilePolicy, SemanticModel,
+};
 use crate::policy::resolve::{CatalogView, PolicyView};
 use crate::policy::{OperatorDefaults, effective_policy};
 
@@ -243,6 +246,10 @@ pub async fn reconcile(cat: Arc<Catalog>, ctx: Arc<Context>) -> Result<Action, E
         return Ok(Action::await_change());
     }
     let ns = cat.namespace().ok_or(Error::MissingNamespace)?;
+    let hosted = hosted_models(&ctx.stores.models_in(&ns), &cat.name_any());
+    if let Some(action) = protect(&ctx, &cat, &hosted).await? {
+        return Ok(action);
+    }
     let reachable = check_reachable(&ctx, &cat).await?;
     let connected = reachable.status == Status::True;
     let policies = ctx.stores.policies_in(&ns);
@@ -280,6 +287,94 @@ pub async fn reconcile(cat: Arc<Catalog>, ctx: Arc<Context>) -> Result<Action, E
     } else {
         RECHECK_UNREACHABLE
     }))
+}
+
+/// Names of the models whose home is `catalog` (models that only read its tables do not count).
+pub fn hosted_models(models: &[Arc<SemanticModel>], catalog: &str) -> Vec<String> {
+    let mut v: Vec<String> = models
+        .iter()
+        .filter(|m| m.spec.catalog == catalog)
+        .map(|m| m.name_any())
+        .collect();
+    v.sort();
+    v
+}
+
+/// What the protection finalizer list should be: present while models live here.
+pub fn wanted_finalizers(current: &[String], hosting: bool) -> Option<Vec<String>> {
+    let has = current.iter().any(|f| f == CATALOG_PROTECTION_FINALIZER);
+    match (hosting, has) {
+        (true, false) => Some(
+            current
+                .iter()
+                .cloned()
+                .chain([CATALOG_PROTECTION_FINALIZER.to_string()])
+                .collect(),
+        ),
+        (false, true) => Some(
+            current
+                .iter()
+                .filter(|f| *f != CATALOG_PROTECTION_FINALIZER)
+                .cloned()
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+/// Keeps `semops.io/catalog-protection` in step with the hosted models. A Catalog being deleted
+/// while it still hosts models reports what it waits for; once empty it is released.
+async fn protect(ctx: &Context, cat: &Catalog, hosted: &[String]) -> Result<Option<Action>, Error> {
+    let current = cat.finalizers().to_vec();
+    if let Some(next) = wanted_finalizers(&current, !hosted.is_empty()) {
+        let api: Api<Catalog> =
+            Api::namespaced(ctx.client.clone(), &cat.namespace().unwrap_or_default());
+        // resourceVersion makes this a compare-and-swap: never drop someone else's finalizer.
+        let patch = serde_json::json!({"metadata": {"finalizers": next, "resourceVersion": cat.resource_version()}});
+        match api
+            .patch(
+                &cat.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => return Err(Error::Conflict),
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Some(Action::await_change())),
+            Err(e) => return Err(e.into()),
+        }
+        if hosted.is_empty() && cat.metadata.deletion_timestamp.is_some() {
+            ctx.providers.remove(&registry_key(cat));
+            return Ok(Some(Action::await_change())); // released: the Catalog is gone
+        }
+    }
+    if cat.metadata.deletion_timestamp.is_some() && !hosted.is_empty() {
+        let message = format!(
+            "deletion waits until the SemanticModels hosted here are deleted: {}",
+            hosted.join(", ")
+        );
+        let now = Time(k8s_openapi::jiff::Timestamp::now());
+        let previous = cat.status.clone().unwrap_or_default();
+        let conds = conditions::merge(
+            &previous.conditions,
+            vec![Desired::new("Ready", Status::False, "Deleting", message)],
+            cat.metadata.generation,
+            &now,
+        );
+        let kept = previous
+            .conditions
+            .iter()
+            .filter(|c| c.type_ != "Ready")
+            .cloned();
+        let status = CatalogStatus {
+            conditions: conds.into_iter().chain(kept).collect(),
+            ..previous
+        };
+        write_status_if_changed(ctx, CONTROLLER, cat, status).await?;
+        return Ok(Some(Action::await_change()));
+    }
+    Ok(None)
 }
 
 /// How often a reachable catalog's connection is re-checked.
@@ -391,5 +486,22 @@ mod tests {
             conditions::find(&s.conditions, "Reachable").unwrap().reason,
             "AuthFailed"
         );
+    }
+
+    #[test]
+    fn the_protection_finalizer_follows_hosting_and_leaves_others_alone() {
+        let f = CATALOG_PROTECTION_FINALIZER.to_string();
+        let other = "example.com/keep".to_string();
+        assert_eq!(wanted_finalizers(&[], true), Some(vec![f.clone()]));
+        assert_eq!(
+            wanted_finalizers(&[other.clone()], true),
+            Some(vec![other.clone(), f.clone()])
+        );
+        assert_eq!(
+            wanted_finalizers(&[other.clone(), f.clone()], false),
+            Some(vec![other.clone()])
+        );
+        assert_eq!(wanted_finalizers(&[f.clone()], true), None);
+        assert_eq!(wanted_finalizers(&[other], false), None);
     }
 }

@@ -119,6 +119,8 @@ impl Triggers {
             return;
         };
         let ns = m.namespace().unwrap_or_default();
+        // The home Catalog's protection finalizer depends on which models it hosts.
+        self.send_catalogs([ObjectRef::new(&m.spec.catalog).within(&ns)]);
         let names: Vec<&str> = [
             Some(m.model_name()),
             m.status.as_ref().and_then(|s| s.model_name.as_deref()),
