@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+use serde::Deserialize as _;
 use tokio_util::sync::CancellationToken;
 
 use semops::crd::policy::PolicyMode;
@@ -35,11 +36,36 @@ enum Command {
         #[arg(long)]
         output_dir: Option<PathBuf>,
     },
+    /// Convert between Apache Ossie YAML and SemanticModel resources.
+    #[command(subcommand)]
+    Ossie(OssieCommand),
     /// Check manifests offline (contract and model-local rules); exit code 1 on any problem.
     Validate {
         /// Files or directories of YAML manifests.
         #[arg(short = 'f', long = "filename", required = true)]
         paths: Vec<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum OssieCommand {
+    /// Ossie YAML (semantic_model[]) -> SemanticModel manifests on stdout, one per model.
+    Import {
+        #[arg(short = 'f', long = "filename")]
+        file: PathBuf,
+        /// Home Catalog of the imported models.
+        #[arg(long)]
+        catalog: String,
+        /// Home schema of the imported models.
+        #[arg(long)]
+        schema: String,
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
+    },
+    /// SemanticModel manifests (file or directory) -> one Ossie YAML document on stdout.
+    Export {
+        #[arg(short = 'f', long = "filename")]
+        path: PathBuf,
     },
 }
 
@@ -117,6 +143,13 @@ fn main() -> ExitCode {
             }
         },
         Command::Validate { paths } => validate(&paths),
+        Command::Ossie(cmd) => match ossie(cmd) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Run(args) => match run_operator(args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -163,6 +196,53 @@ fn validate(paths: &[PathBuf]) -> ExitCode {
     } else {
         ExitCode::from(1)
     }
+}
+
+fn ossie(cmd: OssieCommand) -> anyhow::Result<()> {
+    use semops::ossie::interchange::{ImportTarget, export, import};
+    match cmd {
+        OssieCommand::Import {
+            file,
+            catalog,
+            schema,
+            namespace,
+        } => {
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("reading {}", file.display()))?;
+            let doc: serde_json::Value = serde_yaml::from_str(&text)
+                .with_context(|| format!("{} is not YAML", file.display()))?;
+            let models = import(
+                &doc,
+                &ImportTarget {
+                    namespace,
+                    catalog,
+                    schema,
+                },
+            )
+            .with_context(|| format!("importing {}", file.display()))?;
+            for m in &models {
+                print!("---\n{}", serde_yaml::to_string(m)?);
+            }
+            eprintln!("imported {} model(s) from {}", models.len(), file.display());
+        }
+        OssieCommand::Export { path } => {
+            let mut models = Vec::new();
+            for file in semops::cli::validate::collect_files(&path)? {
+                let text = std::fs::read_to_string(&file)?;
+                for doc in serde_yaml::Deserializer::from_str(&text) {
+                    let value = serde_json::Value::deserialize(doc)?;
+                    if value.get("kind").and_then(|k| k.as_str()) == Some("SemanticModel") {
+                        let m: semops::crd::SemanticModel = serde_json::from_value(value)
+                            .with_context(|| format!("a SemanticModel in {}", file.display()))?;
+                        models.push(m);
+                    }
+                }
+            }
+            print!("{}", serde_yaml::to_string(&export(&models))?);
+            eprintln!("exported {} model(s)", models.len());
+        }
+    }
+    Ok(())
 }
 
 fn run_operator(args: RunArgs) -> anyhow::Result<()> {

@@ -472,3 +472,70 @@ fn concurrent_edits_while_the_operator_writes_never_duplicate_an_id() {
     assert_eq!(unique.len(), ids.len(), "duplicated ids: {ids:?}");
     assert!(w.op.metric("semops_status_writes_total", &[]) >= 2.0);
 }
+
+#[test]
+fn the_tpcds_ossie_fixture_is_imported_and_accepted_against_real_tables() {
+    use semops::ossie::interchange::{ImportTarget, import};
+    let env = env();
+    let ns = env.namespace("tpcds");
+    let ns = ns.name.as_str();
+    let path = format!(
+        "{}/../shared/fixtures/ossie/tpcds_semantic_model.yaml",
+        support::ROOT
+    );
+    let doc: Value = serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let models = import(
+        &doc,
+        &ImportTarget {
+            namespace: Some(ns.to_string()),
+            catalog: "analytics".into(),
+            schema: "semantic".into(),
+        },
+    )
+    .unwrap();
+    let def = &models[0].spec.definition;
+
+    // Tables for the fixture: every key and relationship column of each dataset's source.
+    let db = format!("tpcds_{}", unique());
+    postgres().psql("postgres", &format!("CREATE DATABASE {db}"));
+    let mut ddl = String::new();
+    for ds in &def.datasets {
+        let mut cols: Vec<&String> = ds
+            .primary_key
+            .iter()
+            .flatten()
+            .chain(ds.unique_keys.iter().flatten().flatten())
+            .collect();
+        for rel in def.relationships.iter().flatten() {
+            if rel.from == ds.name {
+                cols.extend(&rel.from_columns);
+            }
+            if rel.to == ds.name {
+                cols.extend(&rel.to_columns);
+            }
+        }
+        cols.sort();
+        cols.dedup();
+        let table = ds.source.rsplit('.').next().unwrap();
+        let columns: Vec<String> = cols.iter().map(|c| format!("\"{c}\" text")).collect();
+        ddl.push_str(&format!(
+            "CREATE TABLE public.{table} ({});",
+            columns.join(", ")
+        ));
+    }
+    postgres().psql(&db, &ddl);
+
+    env.apply_ok(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: pg, namespace: {ns}}}\nstringData: {{username: postgres, password: postgres}}\n---\n\
+         apiVersion: semops.io/v1alpha1\nkind: Catalog\nmetadata: {{name: tpcds, namespace: {ns}}}\nspec: {{provider: postgresql, connection: {{host: 127.0.0.1, port: {port}, database: {db}, sslMode: disable, credentialsSecretRef: {{name: pg}}}}}}\n---\n\
+         apiVersion: semops.io/v1alpha1\nkind: Catalog\nmetadata: {{name: analytics, namespace: {ns}}}\nspec: {{provider: managed, registrations: [{{kind: Schema, name: semantic}}]}}\n---\n{model}",
+        port = postgres().port,
+        model = serde_yaml::to_string(&models[0]).unwrap(),
+    ));
+    let _op = Operator::for_namespace(env, ns);
+    wait_ready(env, ns, "sm/tpcds-retail-model", "True", "Accepted");
+    let out = env.kubectl_ok(&["get", "sm", "tpcds-retail-model", "-n", ns, "-o", "json"]);
+    let status = &serde_json::from_str::<Value>(&out).unwrap()["status"];
+    assert_eq!(status["sourceAssociations"].as_array().unwrap().len(), 5);
+    assert_eq!(status["metrics"].as_array().unwrap().len(), 5);
+}

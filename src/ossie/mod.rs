@@ -1,5 +1,6 @@
-//! Apache Ossie interchange: the source reference grammar (and, later, import/export).
+//! Apache Ossie interchange: the source reference grammar and YAML import/export.
 
+pub mod interchange;
 pub mod source_ref;
 
 pub use source_ref::{SourceRef, SourceRefError};
