@@ -416,11 +416,10 @@ fn a_crash_between_revision_and_commit_is_recovered_without_duplicates() {
         .join("\n---\n");
     env.apply_ok(&catalogs);
     env.apply_ok(
-        &examples_in(ns)
+        examples_in(ns)
             .split("\n---\n")
             .find(|d| d.contains("kind: SemanticModel"))
-            .unwrap()
-            .to_string(),
+            .unwrap(),
     );
     // This operator writes revision r1 and dies before committing the status.
     let crashing = Operator::start_unready(env, ns, &[("SEMOPS_FAILPOINT", "after-revision")]);

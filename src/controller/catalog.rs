@@ -494,14 +494,14 @@ mod tests {
         let other = "example.com/keep".to_string();
         assert_eq!(wanted_finalizers(&[], true), Some(vec![f.clone()]));
         assert_eq!(
-            wanted_finalizers(&[other.clone()], true),
+            wanted_finalizers(std::slice::from_ref(&other), true),
             Some(vec![other.clone(), f.clone()])
         );
         assert_eq!(
             wanted_finalizers(&[other.clone(), f.clone()], false),
             Some(vec![other.clone()])
         );
-        assert_eq!(wanted_finalizers(&[f.clone()], true), None);
+        assert_eq!(wanted_finalizers(std::slice::from_ref(&f), true), None);
         assert_eq!(wanted_finalizers(&[other], false), None);
     }
 }

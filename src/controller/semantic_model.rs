@@ -75,13 +75,19 @@ fn claim(m: &SemanticModel) -> Claim<'_> {
     }
 }
 
+/// Why a model cannot go on to acceptance: its Ready and Valid conditions.
+pub struct Rejection {
+    pub ready: Desired,
+    pub valid: Desired,
+}
+
 /// Levels 1-2 and the name conflict: the verdict before any I/O. `None` means the model may go
-/// on to acceptance; otherwise (Ready, Valid) conditions explaining why not.
+/// on to acceptance.
 pub fn local_verdict(
     model: &SemanticModel,
     catalogs: &dyn CatalogLookup,
     others: &[Arc<SemanticModel>],
-) -> Result<(), (Desired, Desired)> {
+) -> Option<Rejection> {
     let mut problems = validate::validate_definition(&model.spec);
     problems.extend(validate::validate_catalog_refs(&model.spec, catalogs));
     if let Some(first) = problems.first() {
@@ -97,7 +103,7 @@ pub fn local_verdict(
             valid.reason.clone(),
             valid.message.clone(),
         );
-        return Err((ready, valid));
+        return Some(Rejection { ready, valid });
     }
     let valid = Desired::new(
         "Valid",
@@ -118,9 +124,9 @@ pub fn local_verdict(
                 model.model_name()
             ),
         );
-        return Err((ready, valid));
+        return Some(Rejection { ready, valid });
     }
-    Ok(())
+    None
 }
 
 /// The status for `model` given the accepted state in `base` and the conditions decided now.
@@ -152,8 +158,8 @@ pub fn desired_status(
 ) -> SemanticModelStatus {
     let base = model.status.clone().unwrap_or_default();
     match local_verdict(model, catalogs, others) {
-        Err((ready, valid)) => status_with(model, base, vec![ready, valid], now),
-        Ok(()) => {
+        Some(Rejection { ready, valid }) => status_with(model, base, vec![ready, valid], now),
+        None => {
             let valid = Desired::new(
                 "Valid",
                 Status::True,
@@ -201,7 +207,7 @@ pub async fn reconcile(model: Arc<SemanticModel>, ctx: Arc<Context>) -> Result<A
         "definition passed the contract and model-local checks",
     );
 
-    if let Err((ready, valid)) = local_verdict(&model, &catalogs, &others) {
+    if let Some(Rejection { ready, valid }) = local_verdict(&model, &catalogs, &others) {
         let status = status_with(&model, accepted, vec![ready, valid], &now);
         commit(&ctx, &model, status).await?;
         return Ok(Action::await_change());
