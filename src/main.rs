@@ -102,6 +102,12 @@ struct RunArgs {
     concurrency: u16,
     #[arg(long, value_enum, env = "SEMOPS_LOG_FORMAT", default_value = "text")]
     log_format: LogFormat,
+    /// How often accepted models re-probe their sources for drift (Go duration, jittered ±20%).
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    drift_interval: std::time::Duration,
+    /// ControllerRevisions kept per SemanticModel.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(i64).range(1..))]
+    revision_history_limit: i64,
     /// Watch only this namespace (all namespaces by default).
     #[arg(long, env = "SEMOPS_WATCH_NAMESPACE")]
     watch_namespace: Option<String>,
@@ -113,6 +119,10 @@ fn parse_mode(s: &str) -> Result<PolicyMode, String> {
         "AutoRemove" => Ok(PolicyMode::AutoRemove),
         _ => Err("expected ReportOnly or AutoRemove".into()),
     }
+}
+
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    semops::policy::duration::parse(s).map_err(|e| e.to_string())
 }
 
 fn parse_interval(s: &str) -> Result<String, String> {
@@ -272,6 +282,8 @@ fn run_operator(args: RunArgs) -> anyhow::Result<()> {
         },
         concurrency: args.concurrency,
         watch_namespace: args.watch_namespace,
+        drift_interval: args.drift_interval,
+        revision_history_limit: args.revision_history_limit,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

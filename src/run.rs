@@ -38,6 +38,10 @@ pub struct RunConfig {
     pub concurrency: u16,
     /// Watch only this namespace (namespace-scoped installs, tests); all namespaces when None.
     pub watch_namespace: Option<String>,
+    /// Period of the model-side drift refresh.
+    pub drift_interval: Duration,
+    /// ControllerRevisions kept per model.
+    pub revision_history_limit: i64,
 }
 
 /// Subscriber buffer of each shared cache; the reflector waits when a controller lags this far.
@@ -177,7 +181,7 @@ pub async fn run(
             instance: Some(cfg.identity.clone()),
         },
     );
-    let ctx = Arc::new(Context::new(
+    let mut ctx = Context::new(
         client.clone(),
         stores,
         leader.clone(),
@@ -185,7 +189,10 @@ pub async fn run(
         recorder,
         cfg.defaults.clone(),
         providers,
-    ));
+    );
+    ctx.drift_interval = cfg.drift_interval;
+    ctx.revision_history_limit = cfg.revision_history_limit;
+    let ctx = Arc::new(ctx);
     let config = ControllerConfig::default().concurrency(cfg.concurrency);
 
     let models_ctl = Controller::for_shared_stream(models_sub, models)

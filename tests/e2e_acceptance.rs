@@ -20,6 +20,10 @@ struct World {
 
 impl World {
     fn new(prefix: &str) -> World {
+        World::with_operator_args(prefix, &[])
+    }
+
+    fn with_operator_args(prefix: &str, args: &[&str]) -> World {
         let env = env();
         let ns = env.namespace(prefix);
         let schema = format!("s{}", unique());
@@ -30,7 +34,7 @@ impl World {
             .collect::<Vec<_>>()
             .join("\n---\n");
         env.apply_ok(&catalogs);
-        let op = Operator::for_namespace(env, &ns.name);
+        let op = Operator::start(env, &env.kubeconfig, Some(&ns.name), &ns.name, args);
         World { ns, schema, op }
     }
 
@@ -537,4 +541,173 @@ fn the_tpcds_ossie_fixture_is_imported_and_accepted_against_real_tables() {
     let status = &serde_json::from_str::<Value>(&out).unwrap()["status"];
     assert_eq!(status["sourceAssociations"].as_array().unwrap().len(), 5);
     assert_eq!(status["metrics"].as_array().unwrap().len(), 5);
+}
+
+fn drift(status: &Value) -> Vec<(String, String, String)> {
+    status["sourceDrift"].as_array().map_or(vec![], |a| {
+        a.iter()
+            .map(|d| {
+                (
+                    d["dataset"].as_str().unwrap().into(),
+                    d["kind"].as_str().unwrap().into(),
+                    d["current"].as_str().unwrap_or("").into(),
+                )
+            })
+            .collect()
+    })
+}
+
+fn condition(status: &Value, type_: &str) -> (String, String) {
+    let c = status["conditions"]
+        .as_array()
+        .and_then(|a| a.iter().find(|c| c["type"] == type_))
+        .cloned()
+        .unwrap_or(Value::Null);
+    (
+        c["status"].as_str().unwrap_or("").into(),
+        c["reason"].as_str().unwrap_or("").into(),
+    )
+}
+
+#[test]
+fn drift_is_reported_per_dataset_and_never_rebinds_by_itself() {
+    let w = World::with_operator_args("drift", &["--drift-interval", "2s"]);
+    w.apply(
+        "m",
+        "[{name: e, source: hr.$S.employees}, {name: d, source: hr.$S.departments}]",
+        "[]",
+        "",
+    );
+    let accepted = w.accepted("m", 1);
+    assert_eq!(
+        condition(&accepted, "SourcesCurrent"),
+        ("True".into(), "Current".into())
+    );
+    let wait_drift = |want: Vec<(String, String, String)>| {
+        eventually(Duration::from_secs(60), &format!("drift {want:?}"), || {
+            let s = w.status("m");
+            (drift(&s) == want).then_some(s)
+        })
+    };
+
+    w.sql("ALTER TABLE $S.employees RENAME TO staff;");
+    let s = wait_drift(vec![(
+        "e".into(),
+        "SourceRenamed".into(),
+        format!("{}.staff", w.schema),
+    )]);
+    assert_eq!(
+        condition(&s, "SourcesCurrent"),
+        ("False".into(), "SourceDrift".into())
+    );
+    assert_eq!(s["revision"], 1, "drift never rebinds");
+
+    // Steady drift costs no writes.
+    let writes = w.op.metric("semops_status_writes_total", &[]);
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(
+        w.op.metric("semops_status_writes_total", &[]),
+        writes,
+        "an unchanged drift report was rewritten"
+    );
+
+    w.sql("ALTER TABLE $S.staff RENAME TO employees; DROP TABLE $S.departments; CREATE TABLE $S.departments(id int);");
+    let s = eventually(Duration::from_secs(60), "replaced", || {
+        let s = w.status("m");
+        let d = drift(&s);
+        (d.len() == 1 && d[0].0 == "d" && d[0].1 == "SourceReplaced").then_some(s)
+    });
+    assert_eq!(s["revision"], 1);
+
+    w.sql("DROP TABLE $S.departments;");
+    eventually(Duration::from_secs(60), "missing", || {
+        let d = drift(&w.status("m"));
+        (d == vec![("d".to_string(), "SourceMissing".to_string(), String::new())]).then_some(())
+    });
+
+    // A rebind after the source is back clears the drift.
+    w.sql("CREATE TABLE $S.departments(id int);");
+    w.apply(
+        "m",
+        "[{name: e, source: hr.$S.employees}, {name: d, source: hr.$S.departments}]",
+        "[]",
+        "  rebind: \"1\"\n",
+    );
+    let s = w.accepted("m", 2);
+    assert_eq!(drift(&s), vec![]);
+    assert_eq!(condition(&s, "SourcesCurrent").0, "True");
+}
+
+#[test]
+fn an_operator_killed_at_random_points_many_times_never_reuses_or_loses_an_id() {
+    use std::collections::HashMap;
+    let env = env();
+    let mut w = World::with_operator_args("kills", &["--leader-elect=false"]);
+    w.apply("m", TWO_ON_ONE, &format!("[{}]", metric("keep", "0")), "");
+    let first = metric_ids(&w.accepted("m", 1));
+    let keep_id = first[0].1.clone();
+    let mut observations = vec![w.status("m")];
+    let mut names = vec!["keep".to_string()];
+    for cycle in 1..=12 {
+        names.push(format!("m{cycle}"));
+        if cycle % 3 == 0 {
+            names.remove(1); // drop the oldest non-kept metric
+        }
+        let metrics: Vec<String> = names.iter().map(|n| metric(n, "1")).collect();
+        w.apply("m", TWO_ON_ONE, &format!("[{}]", metrics.join(", ")), "");
+        w.op.kill();
+        w.op = Operator::start_unready(env, w.ns(), &[]);
+        std::thread::sleep(Duration::from_millis(rand::random::<u64>() % 1500));
+        w.op.kill(); // SIGKILL at a random point: before, during or after acceptance
+        observations.push(w.status("m"));
+    }
+    w.op = Operator::start(
+        env,
+        &env.kubeconfig,
+        Some(w.ns()),
+        w.ns(),
+        &["--leader-elect=false"],
+    );
+    let last = eventually(Duration::from_secs(60), "the last edit accepted", || {
+        let s = w.status("m");
+        (s["acceptedGeneration"] == s["observedGeneration"] && metric_ids(&s).len() == names.len())
+            .then_some(s)
+    });
+    observations.push(last.clone());
+
+    let mut owner: HashMap<String, String> = HashMap::new();
+    for s in &observations {
+        let live = metric_ids(s);
+        assert_eq!(
+            live.iter()
+                .find(|(n, _)| n == "keep")
+                .map(|(_, id)| id.as_str()),
+            Some(keep_id.as_str()),
+            "the kept metric's id was lost"
+        );
+        let retired: Vec<String> = s["retiredMetrics"].as_array().map_or(vec![], |a| {
+            a.iter()
+                .map(|r| r["id"].as_str().unwrap().to_string())
+                .collect()
+        });
+        for (name, id) in &live {
+            assert!(!retired.contains(id), "id {id} is both live and retired");
+            let prev = owner.entry(id.clone()).or_insert_with(|| name.clone());
+            assert_eq!(prev, name, "id {id} was reused for another name");
+        }
+    }
+    let live: Vec<String> = metric_ids(&last).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(live, names);
+    // The status names exactly one revision, and that revision holds this snapshot.
+    let rev = last["revision"].as_i64().unwrap();
+    let stored = env.kubectl_ok(&[
+        "get",
+        "controllerrevision",
+        &format!("m-r{rev}"),
+        "-n",
+        w.ns(),
+        "-o",
+        "jsonpath={.data.snapshotHash}",
+    ]);
+    assert_eq!(stored, last["snapshotHash"].as_str().unwrap());
 }

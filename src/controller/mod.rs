@@ -58,7 +58,14 @@ pub struct Context {
     pub defaults: OperatorDefaults,
     /// One connection pool per probed Catalog.
     pub providers: Arc<crate::catalog::registry::Registry>,
+    /// Period of the model-side drift refresh (jittered per visit).
+    pub drift_interval: Duration,
+    /// ControllerRevisions kept per model (`--revision-history-limit`).
+    pub revision_history_limit: i64,
     failures: Mutex<HashMap<String, u32>>,
+    /// When each model's sources were last re-probed; in memory only, so steady state costs
+    /// probes but no writes (a restart just checks again after a jittered interval).
+    drift_checked: Mutex<HashMap<String, Instant>>,
 }
 
 impl Context {
@@ -79,8 +86,30 @@ impl Context {
             recorder,
             defaults,
             providers,
+            drift_interval: Duration::from_secs(600),
+            revision_history_limit: 10,
             failures: Mutex::default(),
+            drift_checked: Mutex::default(),
         }
+    }
+
+    /// Whether a model's drift check is due (never checked, or checked half an interval ago).
+    pub fn drift_check_due(&self, uid: &str) -> bool {
+        let map = self.drift_checked.lock().expect("drift map poisoned");
+        map.get(uid)
+            .is_none_or(|at| at.elapsed() >= self.drift_interval / 2)
+    }
+
+    pub fn record_drift_check(&self, uid: &str) {
+        self.drift_checked
+            .lock()
+            .expect("drift map poisoned")
+            .insert(uid.to_string(), Instant::now());
+    }
+
+    /// Sources were just resolved: the next drift check waits a full interval.
+    pub fn forget_drift_check(&self, uid: &str) {
+        self.record_drift_check(uid);
     }
 
     /// Publishes an Event; failures are logged, never fatal (Events are best effort).

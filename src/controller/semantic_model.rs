@@ -23,6 +23,7 @@ use crate::crd::policy::RegistrationKind;
 use crate::crd::{Catalog, SemanticModel, SemanticModelStatus};
 use crate::model::canonical::{self, Change};
 use crate::model::conflict::{Claim, conflict_winner};
+use crate::model::drift;
 use crate::model::identity;
 use crate::model::sources::{self, SourceLookup};
 use crate::model::validate::{self, CatalogLookup};
@@ -179,9 +180,6 @@ pub fn desired_status(
     }
 }
 
-/// How many ControllerRevisions of a model are kept (`--revision-history-limit`).
-pub const REVISION_HISTORY_LIMIT: i64 = 10;
-
 /// Failpoints for crash drills: `SEMOPS_FAILPOINT=after-revision` exits the process between the
 /// revision write and the status commit.
 fn failpoint(name: &str) {
@@ -216,14 +214,45 @@ pub async fn reconcile(model: Arc<SemanticModel>, ctx: Arc<Context>) -> Result<A
     let change = canonical::decide(&model.spec, &name, &accepted);
     let (next, sources_resolved) = match change {
         Change::NoOp => {
-            let status = status_with(
-                &model,
-                accepted.clone(),
-                accepted_conditions(&accepted, valid_ok),
-                &now,
-            );
+            let mut conds = accepted_conditions(&accepted, valid_ok);
+            let mut next = accepted.clone();
+            match refresh_drift(&ctx, &model, &catalogs.0, &accepted).await? {
+                DriftCheck::NotDue => conds.extend(keep_condition(&accepted, "SourcesCurrent")),
+                DriftCheck::Unknown(message) => {
+                    conds.push(Desired::new(
+                        "SourcesCurrent",
+                        Status::Unknown,
+                        "CatalogUnreachable",
+                        message,
+                    ));
+                }
+                DriftCheck::Checked(drift) => {
+                    conds.push(if drift.is_empty() {
+                        let n = accepted.source_associations.len();
+                        Desired::new(
+                            "SourcesCurrent",
+                            Status::True,
+                            "Current",
+                            format!("all {n} association(s) match their sources"),
+                        )
+                    } else {
+                        Desired::new(
+                            "SourcesCurrent",
+                            Status::False,
+                            "SourceDrift",
+                            drift::summarize(&drift),
+                        )
+                    });
+                    next.source_drift = drift;
+                }
+            }
+            let status = status_with(&model, next, conds, &now);
             commit(&ctx, &model, status).await?;
-            return Ok(Action::await_change());
+            return Ok(Action::requeue(crate::policy::schedule::jittered(
+                ctx.drift_interval,
+                0.2,
+                rand::random(),
+            )));
         }
         Change::Preserve => (
             SemanticModelStatus {
@@ -301,6 +330,7 @@ pub async fn reconcile(model: Arc<SemanticModel>, ctx: Arc<Context>) -> Result<A
                         ),
                         metrics,
                         retired_metrics: retired,
+                        source_drift: vec![],
                         ..accepted.clone()
                     },
                     Some(Desired::new(
@@ -336,7 +366,19 @@ pub async fn reconcile(model: Arc<SemanticModel>, ctx: Arc<Context>) -> Result<A
         ),
         valid_ok,
     ];
+    let replaced = sources_resolved.is_some();
     conds.extend(sources_resolved.or_else(|| keep_condition(&accepted, "SourcesResolved")));
+    if replaced {
+        ctx.forget_drift_check(&model.uid().unwrap_or_default());
+        conds.push(Desired::new(
+            "SourcesCurrent",
+            Status::True,
+            "Current",
+            format!("sources resolved at revision {revision}"),
+        ));
+    } else {
+        conds.extend(keep_condition(&accepted, "SourcesCurrent"));
+    }
     let status = status_with(&model, next, conds, &now);
     commit(&ctx, &model, status).await?;
     prune_revisions(&ctx, &model, revision).await;
@@ -349,7 +391,84 @@ pub async fn reconcile(model: Arc<SemanticModel>, ctx: Arc<Context>) -> Result<A
         format!("revision {revision} accepted ({change:?})"),
     )
     .await;
-    Ok(Action::await_change())
+    Ok(Action::requeue(crate::policy::schedule::jittered(
+        ctx.drift_interval,
+        0.2,
+        rand::random(),
+    )))
+}
+
+enum DriftCheck {
+    /// Checked recently: keep what status says.
+    NotDue,
+    /// A catalog could not answer: drift is unknown (existing entries are kept).
+    Unknown(String),
+    Checked(Vec<crate::crd::semantic_model::SourceDrift>),
+}
+
+/// Re-probes the model's bound sources when its drift check is due (model-side refresh until
+/// the stale-registration rounds feed drift). Never rebinds.
+async fn refresh_drift(
+    ctx: &Context,
+    model: &SemanticModel,
+    catalogs: &[Arc<Catalog>],
+    accepted: &SemanticModelStatus,
+) -> Result<DriftCheck, Error> {
+    if accepted.source_associations.is_empty()
+        || !ctx.drift_check_due(&model.uid().unwrap_or_default())
+    {
+        return Ok(DriftCheck::NotDue);
+    }
+    let mut by_catalog: HashMap<&str, Vec<&crate::crd::semantic_model::SourceAssociation>> =
+        HashMap::new();
+    for a in &accepted.source_associations {
+        by_catalog
+            .entry(a.source.catalog.as_str())
+            .or_default()
+            .push(a);
+    }
+    let mut by_name = HashMap::new();
+    let mut by_id = HashMap::new();
+    for (catalog_name, assocs) in by_catalog {
+        let unknown = |why: String| {
+            Ok(DriftCheck::Unknown(format!(
+                "Catalog {catalog_name:?}: {why}"
+            )))
+        };
+        let Some(cat) = catalogs.iter().find(|c| c.name_any() == catalog_name) else {
+            return unknown("not found".into());
+        };
+        let provider = match super::catalog::provider_for(ctx, cat).await? {
+            Ok((p, _)) => p,
+            Err(no) => return unknown(format!("{}: {}", no.reason, no.message)),
+        };
+        let mut targets: Vec<ProbeTarget> = assocs.iter().map(|a| drift::target_of(a)).collect();
+        targets.sort();
+        targets.dedup();
+        let answers = match provider.probe(&targets).await {
+            Ok(a) => a,
+            Err(e) => return unknown(format!("{}: {e}", e.category())),
+        };
+        for (t, answer) in targets.into_iter().zip(answers) {
+            if answer == Probe::Absent {
+                for a in assocs.iter().filter(|a| drift::target_of(a) == t) {
+                    match provider.find_by_id(&a.id).await {
+                        Ok(found) => {
+                            by_id.insert(a.id.clone(), found);
+                        }
+                        Err(e) => return unknown(format!("{}: {e}", e.category())),
+                    }
+                }
+            }
+            by_name.insert((catalog_name.to_string(), t), answer);
+        }
+    }
+    ctx.record_drift_check(&model.uid().unwrap_or_default());
+    Ok(DriftCheck::Checked(drift::classify(
+        &accepted.source_associations,
+        &by_name,
+        &by_id,
+    )))
 }
 
 /// Conditions of an already accepted, unchanged model.
@@ -568,7 +687,7 @@ async fn write_revision(
 
 /// Deletes the revision that fell out of the history window (best effort).
 async fn prune_revisions(ctx: &Context, model: &SemanticModel, committed: i64) {
-    let old = committed - REVISION_HISTORY_LIMIT;
+    let old = committed - ctx.revision_history_limit;
     if old < 1 {
         return;
     }

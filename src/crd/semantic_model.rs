@@ -341,6 +341,10 @@ pub struct SemanticModelStatus {
     /// Ids of metrics removed by later definitions (bounded, newest kept); never reused.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub retired_metrics: Vec<RetiredMetric>,
+    /// Sources whose live state no longer matches their association (never rebound by itself;
+    /// change `spec.rebind` to resolve again).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub source_drift: Vec<SourceDrift>,
     /// Current state: Ready (summary), Valid, SourcesResolved, SourcesCurrent.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
@@ -373,6 +377,30 @@ pub struct SourceName {
     pub catalog: String,
     pub schema: String,
     pub name: String,
+}
+
+/// How a bound source differs from what was resolved.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceDrift {
+    /// Dataset bound to the source.
+    pub dataset: String,
+    /// SourceMissing, SourceRenamed or SourceReplaced.
+    pub kind: DriftKind,
+    /// What is there now: the new name (renamed) or the new id (replaced).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current: Option<String>,
+}
+
+/// Kinds of source drift (DESIGN 3.4).
+#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DriftKind {
+    /// Neither the name nor the recorded id exists any more.
+    SourceMissing,
+    /// The recorded id lives on under another name.
+    SourceRenamed,
+    /// The name now belongs to another object (dropped and recreated).
+    SourceReplaced,
 }
 
 /// A metric's stable identity.

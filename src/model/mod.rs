@@ -2,6 +2,7 @@
 
 pub mod canonical;
 pub mod conflict;
+pub mod drift;
 pub mod identity;
 pub mod sources;
 pub mod validate;

@@ -2,6 +2,7 @@
 
 pub mod duration;
 pub mod resolve;
+pub mod schedule;
 pub mod selector;
 
 pub use resolve::{OperatorDefaults, PolicyView, Resolution, effective_policy, overlaps};
