@@ -4,10 +4,12 @@
 //! (pure decisions), `controller` (reconcilers), `leader`, `telemetry`, `server`, `run`, `cli`.
 #![forbid(unsafe_code)]
 
+pub mod api;
 pub mod catalog;
 pub mod cli;
 pub mod controller;
 pub mod crd;
+pub mod index;
 pub mod leader;
 pub mod model;
 pub mod ossie;

@@ -105,6 +105,13 @@ struct RunArgs {
     /// How often accepted models re-probe their sources for drift (Go duration, jittered ±20%).
     #[arg(long, default_value = "10m", value_parser = parse_duration)]
     drift_interval: std::time::Duration,
+    /// Address of the read API (Gravitino REST paths).
+    #[arg(long, env = "SEMOPS_API_ADDR", default_value = "0.0.0.0:8090")]
+    api_addr: SocketAddr,
+    /// kubernetes: bearer tokens (TokenReview) and RBAC (SubjectAccessReview); none: no checks,
+    /// for local use only.
+    #[arg(long, default_value = "kubernetes", value_parser = ["kubernetes", "none"])]
+    api_auth: String,
     /// ControllerRevisions kept per SemanticModel.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(i64).range(1..))]
     revision_history_limit: i64,
@@ -284,6 +291,8 @@ fn run_operator(args: RunArgs) -> anyhow::Result<()> {
         watch_namespace: args.watch_namespace,
         drift_interval: args.drift_interval,
         revision_history_limit: args.revision_history_limit,
+        api_addr: args.api_addr,
+        api_auth: args.api_auth == "kubernetes",
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

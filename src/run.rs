@@ -17,9 +17,12 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
+use crate::api::ApiState;
+use crate::api::auth::Auth;
 use crate::catalog::registry::Registry;
 use crate::controller::{self, Context, Stores, Triggers, catalog, policy, semantic_model};
 use crate::crd::{Catalog, ReconcilePolicy, SemanticModel};
+use crate::index::ModelIndex;
 use crate::leader::{Elector, LeaderHandle, LeaseTimings};
 use crate::policy::OperatorDefaults;
 use crate::server;
@@ -42,6 +45,21 @@ pub struct RunConfig {
     pub drift_interval: Duration,
     /// ControllerRevisions kept per model.
     pub revision_history_limit: i64,
+    /// Address of the read API.
+    pub api_addr: SocketAddr,
+    /// Whether the read API checks tokens and RBAC (false only for local use).
+    pub api_auth: bool,
+}
+
+/// Keeps the read API's index in step with the model watch, relists included.
+fn feed_index(index: &ModelIndex, event: &Event<SemanticModel>) {
+    match event {
+        Event::Init => index.begin_relist(),
+        Event::InitApply(m) => index.apply_listed(m),
+        Event::InitDone => index.end_relist(),
+        Event::Apply(m) => index.apply(m),
+        Event::Delete(m) => index.delete(m),
+    }
 }
 
 /// Subscriber buffer of each shared cache; the reflector waits when a controller lags this far.
@@ -116,12 +134,16 @@ pub async fn run(
     let policies_sub = policies_writer.subscribe().expect("shared store");
 
     let (triggers, receivers) = Triggers::new();
-    let (t, s) = (triggers.clone(), stores.clone());
+    let index = Arc::new(ModelIndex::default());
+    let (t, s, idx) = (triggers.clone(), stores.clone(), index.clone());
     tokio::spawn(watch_kind(
         &client,
         cfg.watch_namespace.as_deref(),
         models_writer,
-        move |e| t.on_model(e, &s),
+        move |e| {
+            feed_index(&idx, e);
+            t.on_model(e, &s)
+        },
     ));
     let providers = Arc::new(Registry::default());
     let (t, s, reg) = (triggers.clone(), stores.clone(), providers.clone());
@@ -247,6 +269,22 @@ pub async fn run(
             ctx.clone(),
         );
 
+    let api_state = Arc::new(ApiState {
+        client: client.clone(),
+        stores: ctx.stores.clone(),
+        index,
+        providers: ctx.providers.clone(),
+        auth: if cfg.api_auth {
+            Auth::kubernetes(client.clone())
+        } else {
+            Auth::None
+        },
+        ready: ready.clone(),
+    });
+    let api_listener = tokio::net::TcpListener::bind(cfg.api_addr).await?;
+    tracing::info!(addr = %api_listener.local_addr()?, auth = cfg.api_auth, "serving the read API");
+    let api_server = crate::api::serve(api_listener, api_state, shutdown.clone());
+
     let listener = tokio::net::TcpListener::bind(cfg.probe_addr).await?;
     tracing::info!(addr = %listener.local_addr()?, "serving /healthz, /readyz, /metrics");
     let server = server::serve(
@@ -259,12 +297,16 @@ pub async fn run(
         shutdown.clone(),
     );
 
-    let ((), (), (), served) = tokio::join!(
+    let ((), (), (), served, api_served) = tokio::join!(
         controller::drain(semantic_model::CONTROLLER, models_ctl),
         controller::drain(catalog::CONTROLLER, catalogs_ctl),
         controller::drain(policy::CONTROLLER, policies_ctl),
         server,
+        api_server,
     );
+    if let Err(e) = api_served {
+        tracing::warn!(error = %e, "read API stopped with an error");
+    }
     // Give the elector a moment to release the lease so a standby takes over at once.
     tokio::time::sleep(Duration::from_millis(300)).await;
     tracing::info!("stopped");

@@ -163,6 +163,15 @@ pub async fn provider_for(
     ctx: &Context,
     cat: &Catalog,
 ) -> Result<Result<(Arc<AnyProvider>, String), NoProvider>, Error> {
+    provider_from(&ctx.client, &ctx.providers, cat).await
+}
+
+/// [`provider_for`] without a controller context (the read API uses it too).
+pub async fn provider_from(
+    client: &kube::Client,
+    providers: &crate::catalog::registry::Registry,
+    cat: &Catalog,
+) -> Result<Result<(Arc<AnyProvider>, String), NoProvider>, Error> {
     let no = |reason: &str, message: String| {
         Ok(Err(NoProvider {
             reason: reason.into(),
@@ -180,7 +189,7 @@ pub async fn provider_for(
     };
     let ns = cat.namespace().ok_or(Error::MissingNamespace)?;
     let secret_name = &connection.credentials_secret_ref.name;
-    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     let Some(secret) = secrets.get_opt(secret_name).await? else {
         return no(
             "SecretNotFound",
@@ -194,10 +203,7 @@ pub async fn provider_for(
         Err(message) => return no("CredentialsInvalid", message),
     };
     let endpoint = format!("{}:{}", settings.host, settings.port);
-    match ctx
-        .providers
-        .provider_for(&registry_key(cat), cat.spec.provider, settings)
-    {
+    match providers.provider_for(&registry_key(cat), cat.spec.provider, settings) {
         Ok(p) => Ok(Ok((p, endpoint))),
         Err(e) => no(e.category(), format!("{endpoint}: {e}")),
     }

@@ -252,6 +252,7 @@ pub fn free_port() -> u16 {
 pub struct Operator {
     child: Option<Child>,
     pub probe_port: u16,
+    pub api_port: u16,
     pub log: PathBuf,
 }
 
@@ -265,12 +266,15 @@ impl Operator {
         extra: &[&str],
     ) -> Operator {
         let probe_port = free_port();
+        let api_port = free_port();
         let log = env.work_dir.join(format!("operator-{probe_port}.log"));
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_semops"));
         cmd.env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "info,semops=debug")
             .args([
                 "run",
+                "--api-addr",
+                &format!("127.0.0.1:{api_port}"),
                 "--probe-addr",
                 &format!("127.0.0.1:{probe_port}"),
                 "--lease-namespace",
@@ -288,6 +292,7 @@ impl Operator {
         let op = Operator {
             child: Some(child),
             probe_port,
+            api_port,
             log,
         };
         eventually(Duration::from_secs(60), "operator ready", || {
@@ -299,11 +304,14 @@ impl Operator {
     /// An operator for `ns` with extra environment variables, not waited for (it may exit).
     pub fn start_unready(env: &Env, ns: &str, vars: &[(&str, &str)]) -> Operator {
         let probe_port = free_port();
+        let api_port = free_port();
         let log = env.work_dir.join(format!("operator-{probe_port}.log"));
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_semops"));
         cmd.env("KUBECONFIG", &env.kubeconfig)
             .args([
                 "run",
+                "--api-addr",
+                &format!("127.0.0.1:{api_port}"),
                 "--probe-addr",
                 &format!("127.0.0.1:{probe_port}"),
                 "--lease-namespace",
@@ -321,6 +329,7 @@ impl Operator {
         Operator {
             child: Some(cmd.spawn().expect("semops starts")),
             probe_port,
+            api_port,
             log,
         }
     }

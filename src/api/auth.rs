@@ -1,0 +1,183 @@
+//! Authentication (TokenReview) and authorization (SubjectAccessReview), each cached briefly in
+//! a bounded map; `--api-auth=none` allows everything for local use. A review that errors fails
+//! closed: the request (or, for per-model checks, the model) is refused.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec, UserInfo};
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use kube::api::PostParams;
+use kube::{Api, Client};
+use sha2::{Digest, Sha256};
+
+/// How long a review answer is reused.
+pub const CACHE_TTL: Duration = Duration::from_secs(10);
+/// Most answers kept per cache; the map is cleared when full (reviews are cheap to redo).
+pub const CACHE_LIMIT: usize = 10_000;
+
+/// A bounded map with a time-to-live per entry.
+pub struct TtlCache<K, V> {
+    entries: Mutex<HashMap<K, (V, Instant)>>,
+}
+
+impl<K: std::hash::Hash + Eq, V: Clone> TtlCache<K, V> {
+    fn new() -> Self {
+        Self {
+            entries: Mutex::new(HashMap::new()),
+        }
+    }
+    fn get(&self, k: &K) -> Option<V> {
+        let map = self.entries.lock().expect("cache poisoned");
+        map.get(k)
+            .filter(|(_, at)| at.elapsed() < CACHE_TTL)
+            .map(|(v, _)| v.clone())
+    }
+    fn put(&self, k: K, v: V) {
+        let mut map = self.entries.lock().expect("cache poisoned");
+        if map.len() >= CACHE_LIMIT {
+            map.retain(|_, (_, at)| at.elapsed() < CACHE_TTL);
+            if map.len() >= CACHE_LIMIT {
+                map.clear();
+            }
+        }
+        map.insert(k, (v, Instant::now()));
+    }
+}
+
+/// Who is asking.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Caller {
+    pub username: String,
+    pub uid: Option<String>,
+    pub groups: Vec<String>,
+}
+
+/// The Kubernetes-backed reviewer with its caches.
+pub struct KubeAuth {
+    client: Client,
+    tokens: TtlCache<[u8; 32], Option<Caller>>,
+    decisions: TtlCache<(Caller, String, String, String), bool>,
+}
+
+pub enum Auth {
+    /// `--api-auth=none`: every request is allowed (local use only).
+    None,
+    Kubernetes(Box<KubeAuth>),
+}
+
+impl Auth {
+    pub fn kubernetes(client: Client) -> Self {
+        Auth::Kubernetes(Box::new(KubeAuth {
+            client,
+            tokens: TtlCache::new(),
+            decisions: TtlCache::new(),
+        }))
+    }
+
+    /// The caller of a bearer token; `Ok(None)` when the token is missing or not valid.
+    pub async fn authenticate(&self, bearer: Option<&str>) -> Result<Option<Caller>, kube::Error> {
+        let Auth::Kubernetes(k) = self else {
+            return Ok(Some(Caller {
+                username: "anonymous".into(),
+                uid: None,
+                groups: vec![],
+            }));
+        };
+        let (client, tokens) = (&k.client, &k.tokens);
+        let Some(token) = bearer.filter(|t| !t.is_empty()) else {
+            return Ok(None);
+        };
+        let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        if let Some(hit) = tokens.get(&key) {
+            return Ok(hit);
+        }
+        let review = TokenReview {
+            spec: TokenReviewSpec {
+                token: token.to_string(),
+                audiences: None,
+            },
+            ..Default::default()
+        };
+        let api: Api<TokenReview> = Api::all(client.clone());
+        let answer = api.create(&PostParams::default(), &review).await?;
+        let caller = answer
+            .status
+            .filter(|s| s.authenticated == Some(true))
+            .and_then(|s| s.user)
+            .map(|u: UserInfo| Caller {
+                username: u.username.unwrap_or_default(),
+                uid: u.uid,
+                groups: u.groups.unwrap_or_default(),
+            });
+        tokens.put(key, caller.clone());
+        Ok(caller)
+    }
+
+    /// Whether `caller` may `get` `resource/name` of group semops.io in `namespace`.
+    pub async fn may_get(
+        &self,
+        caller: &Caller,
+        namespace: &str,
+        resource: &str,
+        name: &str,
+    ) -> Result<bool, kube::Error> {
+        let Auth::Kubernetes(k) = self else {
+            return Ok(true);
+        };
+        let (client, decisions) = (&k.client, &k.decisions);
+        let key = (
+            caller.clone(),
+            namespace.to_string(),
+            resource.to_string(),
+            name.to_string(),
+        );
+        if let Some(hit) = decisions.get(&key) {
+            return Ok(hit);
+        }
+        let review = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: Some(caller.username.clone()),
+                uid: caller.uid.clone(),
+                groups: Some(caller.groups.clone()),
+                resource_attributes: Some(ResourceAttributes {
+                    namespace: Some(namespace.to_string()),
+                    verb: Some("get".into()),
+                    group: Some("semops.io".into()),
+                    resource: Some(resource.to_string()),
+                    name: Some(name.to_string()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let api: Api<SubjectAccessReview> = Api::all(client.clone());
+        let allowed = api
+            .create(&PostParams::default(), &review)
+            .await?
+            .status
+            .is_some_and(|s| s.allowed);
+        decisions.put(key, allowed);
+        Ok(allowed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cached_answers_expire_and_the_cache_stays_bounded() {
+        let c: TtlCache<u32, bool> = TtlCache::new();
+        c.put(1, true);
+        assert_eq!(c.get(&1), Some(true));
+        for i in 0..(CACHE_LIMIT as u32 + 5) {
+            c.put(i, false);
+        }
+        assert!(c.entries.lock().unwrap().len() <= CACHE_LIMIT);
+    }
+}

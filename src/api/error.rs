@@ -1,0 +1,110 @@
+//! One error envelope `{code, type, message}`: `code` is Gravitino's numeric constant so its
+//! clients keep working, `type` a stable name to branch on, `message` fixed text that never
+//! echoes raw input, secrets or internals.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: i32,
+    pub type_: &'static str,
+    pub message: &'static str,
+}
+
+#[derive(Serialize)]
+struct Envelope {
+    code: i32,
+    #[serde(rename = "type")]
+    type_: &'static str,
+    message: &'static str,
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (
+            self.status,
+            [("cache-control", "private, no-store")],
+            Json(Envelope {
+                code: self.code,
+                type_: self.type_,
+                message: self.message,
+            }),
+        )
+            .into_response()
+    }
+}
+
+const fn e(status: StatusCode, code: i32, type_: &'static str, message: &'static str) -> ApiError {
+    ApiError {
+        status,
+        code,
+        type_,
+        message,
+    }
+}
+
+pub const UNSUPPORTED_TYPE: ApiError = e(
+    StatusCode::BAD_REQUEST,
+    1006,
+    "UNSUPPORTED_OPERATION",
+    "object type must be table or view",
+);
+pub const BAD_NAME: ApiError = e(
+    StatusCode::BAD_REQUEST,
+    1001,
+    "ILLEGAL_ARGUMENTS",
+    "the object name must be catalog.schema.name, with backtick quoting for dots",
+);
+pub const NO_SUCH_OBJECT: ApiError = e(
+    StatusCode::NOT_FOUND,
+    1003,
+    "NO_SUCH_METADATA_OBJECT",
+    "no such table or view",
+);
+pub const NO_SUCH_CATALOG: ApiError = e(
+    StatusCode::NOT_FOUND,
+    1003,
+    "NO_SUCH_CATALOG",
+    "no such catalog",
+);
+pub const NO_SUCH_SCHEMA: ApiError = e(
+    StatusCode::NOT_FOUND,
+    1003,
+    "NO_SUCH_SCHEMA",
+    "no such schema",
+);
+pub const NO_SUCH_MODEL: ApiError = e(
+    StatusCode::NOT_FOUND,
+    1003,
+    "NO_SUCH_SEMANTIC_MODEL",
+    "no such semantic model",
+);
+pub const UNAUTHENTICATED: ApiError = e(
+    StatusCode::UNAUTHORIZED,
+    1008,
+    "UNAUTHENTICATED",
+    "a valid bearer token is required",
+);
+pub const FORBIDDEN: ApiError = e(StatusCode::FORBIDDEN, 1008, "FORBIDDEN", "access denied");
+pub const CATALOG_UNREACHABLE: ApiError = e(
+    StatusCode::BAD_GATEWAY,
+    1007,
+    "CONNECTION_FAILED",
+    "the catalog could not be reached",
+);
+pub const NOT_READY: ApiError = e(
+    StatusCode::SERVICE_UNAVAILABLE,
+    1100,
+    "NOT_READY",
+    "caches are not synced yet",
+);
+pub const INTERNAL: ApiError = e(
+    StatusCode::INTERNAL_SERVER_ERROR,
+    1002,
+    "INTERNAL_ERROR",
+    "internal error",
+);

@@ -1,0 +1,552 @@
+//! Handlers: each is a projection of the caches and indexes into Gravitino's response shapes.
+//! Never partial results: a failure anywhere fails the request.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, ResourceExt};
+use serde::{Deserialize, Serialize};
+
+use super::ApiState;
+use super::auth::Caller;
+use super::error::{self, ApiError};
+use crate::catalog::{CatalogProvider, ObjectType, Probe, ProbeTarget};
+use crate::crd::catalog::Provider;
+use crate::crd::policy::RegistrationKind;
+use crate::crd::semantic_model::{Definition, Metric};
+use crate::crd::{Catalog, SemanticModel};
+use crate::index::{HomeKey, SourceKey, cmp_utf16_all, is_visible};
+use crate::ossie::SourceRef;
+
+/// Gravitino's `NameIdentifier`.
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+pub struct Identifier {
+    pub namespace: Vec<String>,
+    pub name: String,
+}
+
+/// Gravitino's `EntityListResponse`.
+#[derive(Serialize)]
+pub struct EntityList {
+    pub code: i32,
+    pub identifiers: Vec<Identifier>,
+}
+
+#[derive(Serialize)]
+pub struct MetricEntry {
+    pub namespace: Vec<String>,
+    pub metric: Metric,
+}
+
+#[derive(Serialize)]
+pub struct MetricList {
+    pub code: i32,
+    pub metrics: Vec<MetricEntry>,
+}
+
+fn ok<T: Serialize>(body: T) -> Response {
+    ([("cache-control", "private, no-store")], Json(body)).into_response()
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get("authorization")?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")
+}
+
+async fn caller(state: &ApiState, headers: &HeaderMap) -> Result<Caller, ApiError> {
+    if !state.is_ready() {
+        return Err(error::NOT_READY);
+    }
+    match state.auth.authenticate(bearer(headers)).await {
+        Ok(Some(c)) => Ok(c),
+        Ok(None) => Err(error::UNAUTHENTICATED),
+        Err(e) => {
+            tracing::warn!(error = %e, "TokenReview failed");
+            Err(error::INTERNAL)
+        }
+    }
+}
+
+async fn require(
+    state: &ApiState,
+    who: &Caller,
+    ns: &str,
+    resource: &str,
+    name: &str,
+) -> Result<(), ApiError> {
+    match state.auth.may_get(who, ns, resource, name).await {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(error::FORBIDDEN),
+        Err(e) => {
+            tracing::warn!(error = %e, "SubjectAccessReview failed");
+            Err(error::INTERNAL)
+        }
+    }
+}
+
+/// Keeps the models `who` may see; a denied or failed check excludes the model (logged).
+async fn visible_to(
+    state: &ApiState,
+    who: &Caller,
+    ns: &str,
+    models: Vec<Arc<SemanticModel>>,
+) -> Vec<Arc<SemanticModel>> {
+    let mut out = Vec::new();
+    for m in models {
+        match state
+            .auth
+            .may_get(who, ns, "semanticmodels", &m.name_any())
+            .await
+        {
+            Ok(true) => out.push(m),
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, model = %m.name_any(), "SubjectAccessReview failed; model excluded")
+            }
+        }
+    }
+    out
+}
+
+fn catalog(state: &ApiState, ns: &str, name: &str) -> Result<Arc<Catalog>, ApiError> {
+    state
+        .stores
+        .catalogs
+        .get(&ObjectRef::new(name).within(ns))
+        .filter(|c| c.metadata.deletion_timestamp.is_none())
+        .ok_or(error::NO_SUCH_CATALOG)
+}
+
+fn model_namespace(ns: &str, m: &SemanticModel) -> Vec<String> {
+    vec![
+        ns.to_string(),
+        m.spec.catalog.clone(),
+        m.spec.schema.clone(),
+        m.model_name().to_string(),
+    ]
+}
+
+#[derive(Deserialize)]
+pub struct Parts {
+    catalog: Option<String>,
+    schema: Option<String>,
+    name: Option<String>,
+}
+
+pub async fn source_datasets(
+    State(state): State<Arc<ApiState>>,
+    Path((ns, object_type, full_name)): Path<(String, String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    match SourceRef::parse(&full_name) {
+        Ok(source) => lookup(&state, &headers, &ns, &object_type, source)
+            .await
+            .unwrap_or_else(IntoResponse::into_response),
+        Err(_) => error::BAD_NAME.into_response(),
+    }
+}
+
+pub async fn source_datasets_by_parts(
+    State(state): State<Arc<ApiState>>,
+    Path((ns, object_type)): Path<(String, String)>,
+    Query(p): Query<Parts>,
+    headers: HeaderMap,
+) -> Response {
+    match (p.catalog, p.schema, p.name) {
+        (Some(c), Some(s), Some(n)) if !c.is_empty() && !s.is_empty() && !n.is_empty() => {
+            lookup(&state, &headers, &ns, &object_type, SourceRef::new(c, s, n))
+                .await
+                .unwrap_or_else(IntoResponse::into_response)
+        }
+        _ => error::BAD_NAME.into_response(),
+    }
+}
+
+/// DESIGN 6.1: resolve the name live, then match accepted associations by (catalog, type, id).
+async fn lookup(
+    state: &ApiState,
+    headers: &HeaderMap,
+    ns: &str,
+    object_type: &str,
+    source: SourceRef,
+) -> Result<Response, ApiError> {
+    let wanted = match object_type {
+        "table" => ObjectType::Table,
+        "view" => ObjectType::View,
+        _ => return Err(error::UNSUPPORTED_TYPE),
+    };
+    let who = caller(state, headers).await?;
+    require(state, &who, ns, "catalogs", &source.catalog).await?;
+    let cat = catalog(state, ns, &source.catalog).map_err(|_| error::NO_SUCH_OBJECT)?;
+    if cat.spec.provider == Provider::Managed {
+        return Err(error::NO_SUCH_OBJECT);
+    }
+    let provider = match crate::controller::catalog::provider_from(
+        &state.client,
+        &state.providers,
+        &cat,
+    )
+    .await
+    {
+        Ok(Ok((p, _))) => p,
+        Ok(Err(_)) | Err(_) => return Err(error::CATALOG_UNREACHABLE),
+    };
+    let answer = provider.probe(&[ProbeTarget::relation(&source.schema, &source.name)]).await.map_err(|e| {
+        tracing::warn!(catalog = %source.catalog, category = e.category(), "source lookup probe failed");
+        error::CATALOG_UNREACHABLE
+    })?;
+    let id = match answer.into_iter().next() {
+        Some(Probe::Present {
+            object_type: t,
+            native_id,
+        }) if t == wanted => native_id,
+        _ => return Err(error::NO_SUCH_OBJECT),
+    };
+    let key = SourceKey {
+        namespace: ns.to_string(),
+        catalog: source.catalog.clone(),
+        object_type: wanted.as_str().to_string(),
+        id: id.clone(),
+    };
+    let mut by_model: BTreeMap<String, (Arc<SemanticModel>, Vec<String>)> = BTreeMap::new();
+    for (r, dataset) in state.index.datasets_of(&key) {
+        let Some(m) = state.stores.models.get(&r) else {
+            continue;
+        };
+        // Re-checked against the cached object: the index may run a step ahead of the store.
+        let bound = m
+            .status
+            .iter()
+            .flat_map(|s| &s.source_associations)
+            .any(|a| a.dataset == dataset && a.id == id && a.source.catalog == source.catalog);
+        if is_visible(&m) && bound {
+            by_model
+                .entry(m.name_any())
+                .or_insert_with(|| (m.clone(), vec![]))
+                .1
+                .push(dataset);
+        }
+    }
+    let models: Vec<Arc<SemanticModel>> = by_model.values().map(|(m, _)| m.clone()).collect();
+    let allowed: Vec<String> = visible_to(state, &who, ns, models)
+        .await
+        .iter()
+        .map(|m| m.name_any())
+        .collect();
+    let mut identifiers: Vec<Identifier> = by_model
+        .into_iter()
+        .filter(|(name, _)| allowed.contains(name))
+        .flat_map(|(_, (m, datasets))| {
+            datasets.into_iter().map(move |d| Identifier {
+                namespace: model_namespace(ns, &m),
+                name: d,
+            })
+        })
+        .collect();
+    sort_identifiers(&mut identifiers);
+    Ok(ok(EntityList {
+        code: 0,
+        identifiers,
+    }))
+}
+
+fn sort_identifiers(ids: &mut Vec<Identifier>) {
+    ids.sort_by(|a, b| {
+        let ka: Vec<&str> = a
+            .namespace
+            .iter()
+            .map(String::as_str)
+            .chain([a.name.as_str()])
+            .collect();
+        let kb: Vec<&str> = b
+            .namespace
+            .iter()
+            .map(String::as_str)
+            .chain([b.name.as_str()])
+            .collect();
+        cmp_utf16_all(&ka, &kb)
+    });
+    ids.dedup();
+}
+
+/// The visible models whose home is (catalog, schema), after the catalog and schema checks.
+async fn home_models(
+    state: &ApiState,
+    who: &Caller,
+    ns: &str,
+    catalog_name: &str,
+    schema: &str,
+) -> Result<Vec<Arc<SemanticModel>>, ApiError> {
+    require(state, who, ns, "catalogs", catalog_name).await?;
+    let cat = catalog(state, ns, catalog_name)?;
+    let schema_exists = match cat.spec.provider {
+        Provider::Managed => cat
+            .spec
+            .registrations
+            .iter()
+            .any(|r| r.kind == RegistrationKind::Schema && r.name == schema),
+        _ => {
+            let provider = match crate::controller::catalog::provider_from(
+                &state.client,
+                &state.providers,
+                &cat,
+            )
+            .await
+            {
+                Ok(Ok((p, _))) => p,
+                _ => return Err(error::CATALOG_UNREACHABLE),
+            };
+            let answer = provider
+                .probe(&[ProbeTarget::schema(schema)])
+                .await
+                .map_err(|_| error::CATALOG_UNREACHABLE)?;
+            matches!(answer.first(), Some(Probe::Present { .. }))
+        }
+    };
+    if !schema_exists {
+        return Err(error::NO_SUCH_SCHEMA);
+    }
+    let key = HomeKey {
+        namespace: ns.to_string(),
+        catalog: catalog_name.to_string(),
+        schema: schema.to_string(),
+    };
+    let models: Vec<Arc<SemanticModel>> = state
+        .index
+        .models_in(&key)
+        .into_iter()
+        .filter_map(|r| state.stores.models.get(&r))
+        .filter(|m| is_visible(m) && m.spec.catalog == catalog_name && m.spec.schema == schema)
+        .collect();
+    Ok(visible_to(state, who, ns, models).await)
+}
+
+/// The definition of a model's accepted revision: the spec when it has not moved since, else
+/// the ControllerRevision that status names.
+async fn accepted_definition(state: &ApiState, m: &SemanticModel) -> Result<Definition, ApiError> {
+    let status = m.status.as_ref().ok_or(error::INTERNAL)?;
+    if m.metadata.generation.is_some() && m.metadata.generation == status.accepted_generation {
+        return Ok(m.spec.definition.clone());
+    }
+    let api: Api<ControllerRevision> =
+        Api::namespaced(state.client.clone(), &m.namespace().unwrap_or_default());
+    let name = format!("{}-r{}", m.name_any(), status.revision.unwrap_or(0));
+    let rev = api.get(&name).await.map_err(|e| {
+        tracing::warn!(error = %e, revision = %name, "reading an accepted revision failed");
+        error::INTERNAL
+    })?;
+    serde_json::from_value(rev.data.0.get("definition").cloned().unwrap_or_default())
+        .map_err(|_| error::INTERNAL)
+}
+
+#[derive(Deserialize)]
+pub struct Details {
+    #[serde(default)]
+    details: bool,
+}
+
+/// DESIGN 6.2: metrics of every visible model of a schema, from their accepted revisions.
+pub async fn schema_metrics(
+    State(state): State<Arc<ApiState>>,
+    Path((ns, catalog_name, schema)): Path<(String, String, String)>,
+    Query(q): Query<Details>,
+    headers: HeaderMap,
+) -> Response {
+    let run = async {
+        let who = caller(&state, &headers).await?;
+        let models = home_models(&state, &who, &ns, &catalog_name, &schema).await?;
+        let mut entries: Vec<(Vec<String>, Metric)> = Vec::new();
+        for m in &models {
+            let def = accepted_definition(&state, m).await?;
+            entries.extend(
+                def.metrics
+                    .into_iter()
+                    .flatten()
+                    .map(|metric| (model_namespace(&ns, m), metric)),
+            );
+        }
+        entries.sort_by(|(na, a), (nb, b)| {
+            let ka: Vec<&str> = na
+                .iter()
+                .map(String::as_str)
+                .chain([a.name.as_str()])
+                .collect();
+            let kb: Vec<&str> = nb
+                .iter()
+                .map(String::as_str)
+                .chain([b.name.as_str()])
+                .collect();
+            cmp_utf16_all(&ka, &kb)
+        });
+        Ok::<_, ApiError>(if q.details {
+            ok(MetricList {
+                code: 0,
+                metrics: entries
+                    .into_iter()
+                    .map(|(namespace, metric)| MetricEntry { namespace, metric })
+                    .collect(),
+            })
+        } else {
+            ok(EntityList {
+                code: 0,
+                identifiers: entries
+                    .into_iter()
+                    .map(|(namespace, m)| Identifier {
+                        namespace,
+                        name: m.name,
+                    })
+                    .collect(),
+            })
+        })
+    };
+    run.await.unwrap_or_else(IntoResponse::into_response)
+}
+
+/// DESIGN 6.3: model identifiers of a schema.
+pub async fn list_models(
+    State(state): State<Arc<ApiState>>,
+    Path((ns, catalog_name, schema)): Path<(String, String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    let run = async {
+        let who = caller(&state, &headers).await?;
+        let models = home_models(&state, &who, &ns, &catalog_name, &schema).await?;
+        let mut identifiers: Vec<Identifier> = models
+            .iter()
+            .map(|m| Identifier {
+                namespace: vec![ns.clone(), catalog_name.clone(), schema.clone()],
+                name: m.model_name().to_string(),
+            })
+            .collect();
+        sort_identifiers(&mut identifiers);
+        Ok::<_, ApiError>(ok(EntityList {
+            code: 0,
+            identifiers,
+        }))
+    };
+    run.await.unwrap_or_else(IntoResponse::into_response)
+}
+
+#[derive(Serialize)]
+struct ModelBody {
+    code: i32,
+    model: ModelView,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ModelView {
+    name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    comment: Option<String>,
+    properties: BTreeMap<String, String>,
+    revision: i64,
+    definition: Definition,
+    metric_ids: Vec<crate::crd::semantic_model::MetricIdentity>,
+}
+
+/// DESIGN 6.3: one model's accepted definition, revision and metric ids.
+pub async fn get_model(
+    State(state): State<Arc<ApiState>>,
+    Path((ns, catalog_name, schema, name)): Path<(String, String, String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    let run = async {
+        let who = caller(&state, &headers).await?;
+        let models = home_models(&state, &who, &ns, &catalog_name, &schema).await?;
+        let m = models
+            .into_iter()
+            .find(|m| m.model_name() == name)
+            .ok_or(error::NO_SUCH_MODEL)?;
+        let status = m.status.clone().unwrap_or_default();
+        let definition = accepted_definition(&state, &m).await?;
+        Ok::<_, ApiError>(ok(ModelBody {
+            code: 0,
+            model: ModelView {
+                name: m.model_name().to_string(),
+                comment: m.spec.comment.clone(),
+                properties: m.spec.properties.clone(),
+                revision: status.revision.unwrap_or(0),
+                definition,
+                metric_ids: status.metrics,
+            },
+        }))
+    };
+    run.await.unwrap_or_else(IntoResponse::into_response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identifiers_sort_by_utf16_components_then_name_and_deduplicate() {
+        let id = |m: &str, d: &str| Identifier {
+            namespace: vec!["ns".into(), "c".into(), "s".into(), m.into()],
+            name: d.into(),
+        };
+        let mut ids = vec![
+            id("\u{E000}", "a"),
+            id("\u{10000}", "b"),
+            id("m", "manager"),
+            id("m", "employee"),
+            id("m", "employee"),
+            id("M", "z"),
+        ];
+        sort_identifiers(&mut ids);
+        let got: Vec<(String, String)> = ids
+            .into_iter()
+            .map(|i| (i.namespace[3].clone(), i.name))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("M".into(), "z".into()),
+                ("m".into(), "employee".into()),
+                ("m".into(), "manager".into()),
+                ("\u{10000}".into(), "b".into()),
+                ("\u{E000}".into(), "a".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn the_seed_employee_example_serializes_byte_for_byte() {
+        let body = EntityList {
+            code: 0,
+            identifiers: vec![
+                Identifier {
+                    namespace: vec![
+                        "example".into(),
+                        "analytics".into(),
+                        "semantic".into(),
+                        "employee_analysis".into(),
+                    ],
+                    name: "employee".into(),
+                },
+                Identifier {
+                    namespace: vec![
+                        "example".into(),
+                        "analytics".into(),
+                        "semantic".into(),
+                        "employee_analysis".into(),
+                    ],
+                    name: "manager".into(),
+                },
+            ],
+        };
+        assert_eq!(
+            serde_json::to_string(&body).unwrap(),
+            r#"{"code":0,"identifiers":[{"namespace":["example","analytics","semantic","employee_analysis"],"name":"employee"},{"namespace":["example","analytics","semantic","employee_analysis"],"name":"manager"}]}"#
+        );
+    }
+}

@@ -1,0 +1,327 @@
+//! Synchronous indexes over the model cache, fed by the model watch (applies and deletes):
+//! source (namespace, catalog, type, native id) -> datasets, and home (namespace, catalog,
+//! schema) -> models. They hold keys only; the models themselves stay in the reflector store,
+//! and every hit is re-checked against the cached object when it is read.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::RwLock;
+
+use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
+
+use crate::crd::SemanticModel;
+use crate::crd::conditions;
+
+/// Key of a bound source.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SourceKey {
+    pub namespace: String,
+    pub catalog: String,
+    pub object_type: String,
+    pub id: String,
+}
+
+/// Key of a home schema.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct HomeKey {
+    pub namespace: String,
+    pub catalog: String,
+    pub schema: String,
+}
+
+type ModelRef = ObjectRef<SemanticModel>;
+
+#[derive(Default)]
+struct Inner {
+    by_source: HashMap<SourceKey, BTreeSet<(String, String)>>, // (model object name, dataset)
+    by_home: HashMap<HomeKey, BTreeSet<String>>,               // model object names
+    /// What each model contributed, so an update or delete removes exactly that.
+    contributed: HashMap<(String, String), (Vec<SourceKey>, Option<HomeKey>)>,
+}
+
+/// The read API's indexes.
+#[derive(Default)]
+pub struct ModelIndex {
+    inner: RwLock<Inner>,
+    /// During a relist, the index being rebuilt; swapped in at the end so a reader never sees
+    /// a half-built index (and objects deleted during a watch gap disappear).
+    rebuilding: std::sync::Mutex<Option<Inner>>,
+}
+
+/// Whether a model is served by any API: it has an accepted revision and does not lose a name
+/// conflict (DESIGN 3.6).
+pub fn is_visible(m: &SemanticModel) -> bool {
+    let Some(status) = &m.status else {
+        return false;
+    };
+    status.revision.is_some()
+        && conditions::find(&status.conditions, "Ready").is_none_or(|c| c.reason != "NameConflict")
+}
+
+impl ModelIndex {
+    /// A relist starts: following applies build a fresh index.
+    pub fn begin_relist(&self) {
+        *self.rebuilding.lock().expect("index poisoned") = Some(Inner::default());
+    }
+
+    /// A relist ends: the rebuilt index replaces the live one.
+    pub fn end_relist(&self) {
+        if let Some(fresh) = self.rebuilding.lock().expect("index poisoned").take() {
+            *self.inner.write().expect("index poisoned") = fresh;
+        }
+    }
+
+    /// Records an object listed during a relist.
+    pub fn apply_listed(&self, m: &SemanticModel) {
+        let mut rebuilding = self.rebuilding.lock().expect("index poisoned");
+        match rebuilding.as_mut() {
+            Some(fresh) => fresh.apply(m),
+            None => self.inner.write().expect("index poisoned").apply(m),
+        }
+    }
+
+    /// Records (or replaces) what `m` contributes.
+    pub fn apply(&self, m: &SemanticModel) {
+        self.inner.write().expect("index poisoned").apply(m);
+    }
+
+    pub fn delete(&self, m: &SemanticModel) {
+        self.inner
+            .write()
+            .expect("index poisoned")
+            .remove(&m.namespace().unwrap_or_default(), &m.name_any());
+    }
+}
+
+impl Inner {
+    fn apply(&mut self, m: &SemanticModel) {
+        let ns = m.namespace().unwrap_or_default();
+        let name = m.name_any();
+        let inner = self;
+        inner.remove(&ns, &name);
+        if !is_visible(m) {
+            return;
+        }
+        let status = m.status.as_ref().expect("visible models have status");
+        let mut sources = Vec::new();
+        for a in &status.source_associations {
+            let key = SourceKey {
+                namespace: ns.clone(),
+                catalog: a.source.catalog.clone(),
+                object_type: a.object_type.clone(),
+                id: a.id.clone(),
+            };
+            inner
+                .by_source
+                .entry(key.clone())
+                .or_default()
+                .insert((name.clone(), a.dataset.clone()));
+            sources.push(key);
+        }
+        let home = HomeKey {
+            namespace: ns.clone(),
+            catalog: m.spec.catalog.clone(),
+            schema: m.spec.schema.clone(),
+        };
+        inner
+            .by_home
+            .entry(home.clone())
+            .or_default()
+            .insert(name.clone());
+        inner.contributed.insert((ns, name), (sources, Some(home)));
+    }
+}
+
+impl ModelIndex {
+    /// (model, dataset) pairs bound to a source.
+    pub fn datasets_of(&self, key: &SourceKey) -> Vec<(ModelRef, String)> {
+        let inner = self.inner.read().expect("index poisoned");
+        inner
+            .by_source
+            .get(key)
+            .map(|set| {
+                set.iter()
+                    .map(|(m, d)| (ObjectRef::new(m).within(&key.namespace), d.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Models whose home is the schema.
+    pub fn models_in(&self, key: &HomeKey) -> Vec<ModelRef> {
+        let inner = self.inner.read().expect("index poisoned");
+        inner
+            .by_home
+            .get(key)
+            .map(|set| {
+                set.iter()
+                    .map(|m| ObjectRef::new(m).within(&key.namespace))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Entries held, for the index-size metric.
+    pub fn sizes(&self) -> (usize, usize) {
+        let inner = self.inner.read().expect("index poisoned");
+        (
+            inner.by_source.values().map(BTreeSet::len).sum(),
+            inner.by_home.values().map(BTreeSet::len).sum(),
+        )
+    }
+}
+
+impl Inner {
+    fn remove(&mut self, ns: &str, name: &str) {
+        let Some((sources, home)) = self.contributed.remove(&(ns.to_string(), name.to_string()))
+        else {
+            return;
+        };
+        for key in sources {
+            if let Some(set) = self.by_source.get_mut(&key) {
+                set.retain(|(m, _)| m != name);
+                if set.is_empty() {
+                    self.by_source.remove(&key);
+                }
+            }
+        }
+        if let Some(key) = home
+            && let Some(set) = self.by_home.get_mut(&key)
+        {
+            set.remove(name);
+            if set.is_empty() {
+                self.by_home.remove(&key);
+            }
+        }
+    }
+}
+
+/// Orders strings by UTF-16 code units (Java `String.compareTo`), not by bytes: a surrogate pair
+/// (U+10000 and up) sorts before U+E000..U+FFFF, where UTF-8 byte order says the opposite.
+pub fn cmp_utf16(a: &str, b: &str) -> std::cmp::Ordering {
+    a.encode_utf16().cmp(b.encode_utf16())
+}
+
+/// Orders by each component in turn, each by UTF-16 code units.
+pub fn cmp_utf16_all(a: &[&str], b: &[&str]) -> std::cmp::Ordering {
+    for (x, y) in a.iter().zip(b) {
+        let o = cmp_utf16(x, y);
+        if o.is_ne() {
+            return o;
+        }
+    }
+    a.len().cmp(&b.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::SemanticModelStatus;
+    use crate::crd::semantic_model::{SourceAssociation, SourceName};
+    use std::cmp::Ordering;
+
+    #[test]
+    fn utf16_order_differs_from_byte_order_where_java_says_so() {
+        let astral = "\u{10000}"; // surrogate pair D800 DC00
+        let private = "\u{E000}";
+        assert_eq!(astral.cmp(private), Ordering::Greater, "bytes: F0.. > EE..");
+        assert_eq!(
+            cmp_utf16(astral, private),
+            Ordering::Less,
+            "UTF-16: D800 < E000"
+        );
+        assert_eq!(cmp_utf16("a", "b"), Ordering::Less);
+        assert_eq!(
+            cmp_utf16("B", "a"),
+            Ordering::Less,
+            "case-sensitive, uppercase first"
+        );
+        assert_eq!(
+            cmp_utf16_all(&["x", astral], &["x", private]),
+            Ordering::Less
+        );
+    }
+
+    fn model(name: &str, revision: Option<i64>, assocs: &[(&str, &str)]) -> SemanticModel {
+        let spec = serde_json::from_value(serde_json::json!({"catalog": "analytics", "schema": "semantic", "definition": {"datasets": [{"name": "d", "source": "hr.public.t"}]}})).unwrap();
+        let mut m = SemanticModel::new(name, spec);
+        m.metadata.namespace = Some("ns".into());
+        m.status = Some(SemanticModelStatus {
+            revision,
+            source_associations: assocs
+                .iter()
+                .map(|(dataset, id)| SourceAssociation {
+                    dataset: dataset.to_string(),
+                    source: SourceName {
+                        catalog: "hr".into(),
+                        schema: "public".into(),
+                        name: "t".into(),
+                    },
+                    object_type: "TABLE".into(),
+                    id: id.to_string(),
+                    revision: 1,
+                })
+                .collect(),
+            ..Default::default()
+        });
+        m
+    }
+
+    fn key(id: &str) -> SourceKey {
+        SourceKey {
+            namespace: "ns".into(),
+            catalog: "hr".into(),
+            object_type: "TABLE".into(),
+            id: id.into(),
+        }
+    }
+
+    #[test]
+    fn apply_replace_and_delete_keep_the_index_exact() {
+        let idx = ModelIndex::default();
+        idx.apply(&model(
+            "a",
+            Some(1),
+            &[("employee", "id1"), ("manager", "id1")],
+        ));
+        idx.apply(&model("b", Some(1), &[("x", "id2")]));
+        idx.apply(&model("unaccepted", None, &[("y", "id1")]));
+        let names = |k: &SourceKey| {
+            idx.datasets_of(k)
+                .into_iter()
+                .map(|(r, d)| format!("{}/{d}", r.name))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(&key("id1")), vec!["a/employee", "a/manager"]);
+
+        // A replaced association set replaces the model's entries entirely.
+        idx.apply(&model("a", Some(2), &[("employee", "id3")]));
+        assert_eq!(names(&key("id1")), Vec::<String>::new());
+        assert_eq!(names(&key("id3")), vec!["a/employee"]);
+
+        idx.delete(&model("a", Some(2), &[]));
+        // A relist drops what was not listed again.
+        idx.begin_relist();
+        idx.apply_listed(&model("b", Some(1), &[("x", "id2")]));
+        assert_eq!(
+            names(&key("id2")),
+            vec!["b/x"],
+            "readers keep the old index during a relist"
+        );
+        idx.end_relist();
+        assert_eq!(names(&key("id3")), Vec::<String>::new());
+        let home = HomeKey {
+            namespace: "ns".into(),
+            catalog: "analytics".into(),
+            schema: "semantic".into(),
+        };
+        assert_eq!(
+            idx.models_in(&home)
+                .into_iter()
+                .map(|r| r.name)
+                .collect::<Vec<_>>(),
+            vec!["b"]
+        );
+        assert_eq!(idx.sizes(), (1, 1));
+    }
+}

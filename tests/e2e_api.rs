@@ -1,0 +1,271 @@
+//! The read API against a real control plane and PostgreSQL: the seed's employee example byte
+//! for byte, an RBAC matrix with real ServiceAccount tokens, source rename / drop / reuse seen
+//! through the API, names with dots and backticks, metric discovery and models.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use support::db::{postgres, unique};
+use support::{Operator, env, eventually, examples_in, wait_ready};
+
+/// GET with an optional bearer token; returns (status, body).
+fn get(port: u16, path: &str, token: Option<&str>) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n{auth}\r\n").unwrap();
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).unwrap();
+    let (head, body) = buf.split_once("\r\n\r\n").unwrap();
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (status, body.to_string())
+}
+
+/// A ServiceAccount bound to a Role with `rules`, and a token for it.
+fn user(ns: &str, name: &str, rules: &str) -> String {
+    let env = env();
+    env.apply_ok(&format!(
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: {name}, namespace: {ns}}}\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: {name}, namespace: {ns}}}\nrules: {rules}\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: {name}, namespace: {ns}}}\n\
+         roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {name}}}\nsubjects: [{{kind: ServiceAccount, name: {name}, namespace: {ns}}}]\n"
+    ));
+    env.kubectl_ok(&["create", "token", name, "-n", ns])
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn the_seed_example_the_rbac_matrix_and_source_lifecycle_through_the_api() {
+    let env = env();
+    let ns = env.namespace("api");
+    let ns = ns.name.as_str();
+    let op = Operator::for_namespace(env, ns); // --api-auth=kubernetes by default
+    env.apply_ok(&examples_in(ns));
+    wait_ready(env, ns, "sm/employee-analysis", "True", "Accepted");
+    // A second model on the same table, to filter per model.
+    let second = examples_in(ns)
+        .split("\n---\n")
+        .find(|d| d.contains("kind: SemanticModel"))
+        .unwrap()
+        .replace("name: employee-analysis", "name: headcount-model")
+        .replace("name: employee_analysis", "name: headcount");
+    env.apply_ok(&second);
+    wait_ready(env, ns, "sm/headcount-model", "True", "Accepted");
+
+    let lookup =
+        format!("/api/metalakes/{ns}/objects/table/hr.public.employees/semantic-model-datasets");
+    let full = user(
+        ns,
+        "full",
+        "[{apiGroups: [semops.io], resources: [catalogs, semanticmodels], verbs: [get]}]",
+    );
+    let catalog_only = user(
+        ns,
+        "catalog-only",
+        "[{apiGroups: [semops.io], resources: [catalogs], verbs: [get]}]",
+    );
+    let one_model = user(
+        ns,
+        "one-model",
+        "[{apiGroups: [semops.io], resources: [catalogs], verbs: [get]}, {apiGroups: [semops.io], resources: [semanticmodels], resourceNames: [employee-analysis], verbs: [get]}]",
+    );
+    let nothing = user(
+        ns,
+        "nothing",
+        "[{apiGroups: [''], resources: [configmaps], verbs: [get]}]",
+    );
+
+    // Role bindings take a moment to reach the authorizer.
+    let (status, body) = eventually(Duration::from_secs(30), "full access", || {
+        let r = get(op.api_port, &lookup, Some(&full));
+        (r.0 == 200 && r.1.contains("headcount")).then_some(r)
+    });
+    assert_eq!(status, 200);
+    let m = |model: &str, d: &str| {
+        format!(r#"{{"namespace":["{ns}","analytics","semantic","{model}"],"name":"{d}"}}"#)
+    };
+    assert_eq!(
+        body,
+        format!(
+            r#"{{"code":0,"identifiers":[{},{},{},{}]}}"#,
+            m("employee_analysis", "employee"),
+            m("employee_analysis", "manager"),
+            m("headcount", "employee"),
+            m("headcount", "manager")
+        )
+    );
+    // Only the model this user may get; catalog access without model access sees nothing.
+    assert_eq!(
+        get(op.api_port, &lookup, Some(&one_model)).1,
+        format!(
+            r#"{{"code":0,"identifiers":[{},{}]}}"#,
+            m("employee_analysis", "employee"),
+            m("employee_analysis", "manager")
+        )
+    );
+    assert_eq!(
+        get(op.api_port, &lookup, Some(&catalog_only)).1,
+        r#"{"code":0,"identifiers":[]}"#
+    );
+    let (status, body) = get(op.api_port, &lookup, Some(&nothing));
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains(r#""type":"FORBIDDEN""#));
+    assert_eq!(get(op.api_port, &lookup, None).0, 401);
+    assert_eq!(get(op.api_port, &lookup, Some("not-a-token")).0, 401);
+
+    // Errors: unsupported type, malformed name, missing object; fixed messages, no echo.
+    let (status, body) = get(
+        op.api_port,
+        &format!("/api/metalakes/{ns}/objects/topic/hr.public.employees/semantic-model-datasets"),
+        Some(&full),
+    );
+    assert_eq!((status, body.contains("1006")), (400, true), "{body}");
+    let (status, body) = get(
+        op.api_port,
+        &format!("/api/metalakes/{ns}/objects/table/hr.evil%3Cscript%3E/semantic-model-datasets"),
+        Some(&full),
+    );
+    assert_eq!(status, 400);
+    assert!(
+        !body.contains("evil") && !body.contains("script"),
+        "input echoed: {body}"
+    );
+    assert_eq!(
+        get(
+            op.api_port,
+            &format!("/api/metalakes/{ns}/objects/table/hr.public.nope/semantic-model-datasets"),
+            Some(&full)
+        )
+        .0,
+        404
+    );
+    assert_eq!(
+        get(
+            op.api_port,
+            &format!(
+                "/api/metalakes/{ns}/objects/view/hr.public.employees/semantic-model-datasets"
+            ),
+            Some(&full)
+        )
+        .0,
+        404,
+        "a table is not a view"
+    );
+    // The structured form is equivalent.
+    let parts = format!(
+        "/api/metalakes/{ns}/objects/table/semantic-model-datasets?catalog=hr&schema=public&name=employees"
+    );
+    assert_eq!(
+        get(op.api_port, &parts, Some(&full)).1,
+        get(op.api_port, &lookup, Some(&full)).1
+    );
+
+    // Metric discovery and models.
+    let metrics = get(
+        op.api_port,
+        &format!("/api/metalakes/{ns}/catalogs/analytics/schemas/semantic/semantic-model-metrics"),
+        Some(&full),
+    )
+    .1;
+    assert_eq!(
+        metrics,
+        format!(
+            r#"{{"code":0,"identifiers":[{{"namespace":["{ns}","analytics","semantic","employee_analysis"],"name":"headcount"}},{{"namespace":["{ns}","analytics","semantic","headcount"],"name":"headcount"}}]}}"#
+        )
+    );
+    let details = get(op.api_port, &format!("/api/metalakes/{ns}/catalogs/analytics/schemas/semantic/semantic-model-metrics?details=true"), Some(&full)).1;
+    assert!(details.starts_with(&format!(r#"{{"code":0,"metrics":[{{"namespace":["{ns}","analytics","semantic","employee_analysis"],"metric":{{"name":"headcount","expression":{{"dialects":[{{"dialect":"ANSI_SQL","expression":"COUNT(employee.id)"}}]}}"#)), "{details}");
+    assert_eq!(
+        get(
+            op.api_port,
+            &format!("/api/metalakes/{ns}/catalogs/analytics/schemas/nope/semantic-model-metrics"),
+            Some(&full)
+        )
+        .0,
+        404
+    );
+    assert_eq!(
+        get(
+            op.api_port,
+            &format!("/api/metalakes/{ns}/catalogs/nope/schemas/semantic/semantic-model-metrics"),
+            Some(&full)
+        )
+        .0,
+        404
+    );
+    let models = get(
+        op.api_port,
+        &format!("/api/metalakes/{ns}/catalogs/analytics/schemas/semantic/semantic-models"),
+        Some(&one_model),
+    )
+    .1;
+    assert_eq!(
+        models,
+        format!(
+            r#"{{"code":0,"identifiers":[{{"namespace":["{ns}","analytics","semantic"],"name":"employee_analysis"}}]}}"#
+        )
+    );
+    let model = get(op.api_port, &format!("/api/metalakes/{ns}/catalogs/analytics/schemas/semantic/semantic-models/employee_analysis"), Some(&full)).1;
+    assert!(
+        model.contains(r#""revision":1"#)
+            && model.contains(r#""metricIds":[{"name":"headcount","id":""#),
+        "{model}"
+    );
+}
+
+#[test]
+fn renamed_dropped_and_reused_sources_and_quoted_names_through_the_api() {
+    let env = env();
+    let ns = env.namespace("apisrc");
+    let ns = ns.name.as_str();
+    let op = Operator::start(env, &env.kubeconfig, Some(ns), ns, &["--api-auth", "none"]);
+    let schema = format!("s{}", unique());
+    postgres().psql("hr", &format!("CREATE SCHEMA {schema}; CREATE TABLE {schema}.t(id int); CREATE TABLE {schema}.\"odd.na`me\"(id int);"));
+    let catalogs: String = examples_in(ns)
+        .split("\n---\n")
+        .filter(|d| !d.contains("kind: SemanticModel"))
+        .collect::<Vec<_>>()
+        .join("\n---\n");
+    env.apply_ok(&catalogs);
+    env.apply_ok(&format!(
+        "apiVersion: semops.io/v1alpha1\nkind: SemanticModel\nmetadata: {{name: m, namespace: {ns}}}\nspec:\n  catalog: analytics\n  schema: semantic\n  definition:\n    datasets: [{{name: plain, source: hr.{schema}.t}}, {{name: odd, source: \"hr.{schema}.`odd.na``me`\"}}]\n"
+    ));
+    wait_ready(env, ns, "sm/m", "True", "Accepted");
+    let path = |name: &str| {
+        format!("/api/metalakes/{ns}/objects/table/hr.{schema}.{name}/semantic-model-datasets")
+    };
+    let one = |d: &str| {
+        format!(
+            r#"{{"code":0,"identifiers":[{{"namespace":["{ns}","analytics","semantic","m"],"name":"{d}"}}]}}"#
+        )
+    };
+    assert_eq!(get(op.api_port, &path("t"), None).1, one("plain"));
+    // Backtick quoting, URL-encoded: `odd.na``me`
+    assert_eq!(
+        get(op.api_port, &path("%60odd.na%60%60me%60"), None).1,
+        one("odd")
+    );
+
+    // Renamed, same id: found through the new name.
+    postgres().psql("hr", &format!("ALTER TABLE {schema}.t RENAME TO t2;"));
+    assert_eq!(get(op.api_port, &path("t2"), None).1, one("plain"));
+    assert_eq!(
+        get(op.api_port, &path("t"), None).0,
+        404,
+        "the old name is gone"
+    );
+    // Dropped: 404. Name reused by a new table: found, but bound to nothing.
+    postgres().psql("hr", &format!("DROP TABLE {schema}.t2;"));
+    assert_eq!(get(op.api_port, &path("t2"), None).0, 404);
+    postgres().psql("hr", &format!("CREATE TABLE {schema}.t2(id int);"));
+    assert_eq!(
+        get(op.api_port, &path("t2"), None).1,
+        r#"{"code":0,"identifiers":[]}"#
+    );
+}
