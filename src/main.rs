@@ -36,6 +36,34 @@ enum Command {
         #[arg(long)]
         output_dir: Option<PathBuf>,
     },
+    /// Which semantic-model datasets use a table or view (read API).
+    Lookup {
+        /// table or view.
+        object_type: String,
+        /// catalog.schema.name, backtick-quoted segments for dots.
+        full_name: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Metrics of the models in a schema (read API).
+    Metrics {
+        catalog: String,
+        schema: String,
+        /// Include each metric's definition.
+        #[arg(long)]
+        details: bool,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Models in a schema, or one model's accepted definition (read API).
+    Models {
+        catalog: String,
+        schema: String,
+        /// One model's name.
+        name: Option<String>,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
     /// Convert between Apache Ossie YAML and SemanticModel resources.
     #[command(subcommand)]
     Ossie(OssieCommand),
@@ -45,6 +73,21 @@ enum Command {
         #[arg(short = 'f', long = "filename", required = true)]
         paths: Vec<PathBuf>,
     },
+}
+
+#[derive(clap::Args)]
+struct ApiArgs {
+    /// Namespace (the Gravitino metalake).
+    #[arg(short = 'n', long, env = "SEMOPS_NAMESPACE", default_value = "default")]
+    namespace: String,
+    /// Base URL of the semops read API (e.g. after `kubectl port-forward svc/semops 8090`).
+    #[arg(long, env = "SEMOPS_API", default_value = "http://127.0.0.1:8090")]
+    server: String,
+    /// Bearer token; defaults to the current kubeconfig user's token, if it has one.
+    #[arg(long, env = "SEMOPS_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
+    output: semops::cli::query::Output,
 }
 
 #[derive(Subcommand)]
@@ -160,6 +203,50 @@ fn main() -> ExitCode {
             }
         },
         Command::Validate { paths } => validate(&paths),
+        Command::Lookup {
+            object_type,
+            full_name,
+            api,
+        } => {
+            let path = format!(
+                "/api/metalakes/{}/objects/{}/{}/semantic-model-datasets",
+                enc(&api.namespace),
+                enc(&object_type),
+                enc(&full_name)
+            );
+            query(&api, &path)
+        }
+        Command::Metrics {
+            catalog,
+            schema,
+            details,
+            api,
+        } => {
+            let path = format!(
+                "/api/metalakes/{}/catalogs/{}/schemas/{}/semantic-model-metrics?details={details}",
+                enc(&api.namespace),
+                enc(&catalog),
+                enc(&schema)
+            );
+            query(&api, &path)
+        }
+        Command::Models {
+            catalog,
+            schema,
+            name,
+            api,
+        } => {
+            let mut path = format!(
+                "/api/metalakes/{}/catalogs/{}/schemas/{}/semantic-models",
+                enc(&api.namespace),
+                enc(&catalog),
+                enc(&schema)
+            );
+            if let Some(n) = name {
+                path.push_str(&format!("/{}", enc(&n)));
+            }
+            query(&api, &path)
+        }
         Command::Ossie(cmd) => match ossie(cmd) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -174,6 +261,41 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+    }
+}
+
+fn enc(s: &str) -> String {
+    semops::cli::query::encode_segment(s)
+}
+
+/// Runs one read-API query; exit code 1 when the API answers with an error.
+fn query(api: &ApiArgs, path: &str) -> ExitCode {
+    let token = api
+        .token
+        .clone()
+        .or_else(semops::cli::query::kubeconfig_token);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    match runtime.block_on(semops::cli::query::get(&api.server, path, token.as_deref())) {
+        Ok((200, body)) => {
+            print!("{}", semops::cli::query::render(&body, api.output));
+            ExitCode::SUCCESS
+        }
+        Ok((status, body)) => {
+            let message = body
+                .get("message")
+                .and_then(|m| m.as_str())
+                .unwrap_or("unexpected answer");
+            let type_ = body.get("type").and_then(|m| m.as_str()).unwrap_or("");
+            eprintln!("error: {status} {type_}: {message}");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
     }
 }
 

@@ -269,3 +269,106 @@ fn renamed_dropped_and_reused_sources_and_quoted_names_through_the_api() {
         r#"{"code":0,"identifiers":[]}"#
     );
 }
+
+#[test]
+fn the_query_verbs_work_directly_and_as_a_kubectl_plugin() {
+    let env = env();
+    let ns = env.namespace("cli");
+    let ns = ns.name.as_str();
+    let op = Operator::start(env, &env.kubeconfig, Some(ns), ns, &["--api-auth", "none"]);
+    env.apply_ok(&examples_in(ns));
+    wait_ready(env, ns, "sm/employee-analysis", "True", "Accepted");
+    let server = format!("http://127.0.0.1:{}", op.api_port);
+
+    // Installed as a kubectl plugin: the same binary, named kubectl-semops, on PATH.
+    let plugin_dir = env.work_dir.join("plugins");
+    std::fs::create_dir_all(&plugin_dir).unwrap();
+    let link = plugin_dir.join("kubectl-semops");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_semops"), &link).unwrap();
+    let path = format!(
+        "{}:{}",
+        plugin_dir.display(),
+        std::env::var("PATH").unwrap()
+    );
+    let out = env
+        .tool("kubectl")
+        .env("PATH", &path)
+        .args([
+            "semops",
+            "lookup",
+            "table",
+            "hr.public.employees",
+            "-n",
+            ns,
+            "--server",
+            &server,
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        text.lines()
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .collect::<Vec<_>>(),
+        ["NAMESPACE", "CATALOG", "SCHEMA", "MODEL", "NAME"]
+    );
+    assert!(
+        text.contains("employee_analysis   employee")
+            && text.contains("employee_analysis   manager"),
+        "{text}"
+    );
+
+    let semops = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_semops"))
+            .env("KUBECONFIG", &env.kubeconfig)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = semops(&[
+        "metrics",
+        "analytics",
+        "semantic",
+        "--details",
+        "-n",
+        ns,
+        "--server",
+        &server,
+        "-o",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["metrics"][0]["metric"]["name"], "headcount");
+    let out = semops(&[
+        "models",
+        "analytics",
+        "semantic",
+        "employee_analysis",
+        "-n",
+        ns,
+        "--server",
+        &server,
+        "-o",
+        "yaml",
+    ]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("revision: 1"));
+    let out = semops(&[
+        "lookup",
+        "table",
+        "hr.public.nope",
+        "-n",
+        ns,
+        "--server",
+        &server,
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("404 NO_SUCH_METADATA_OBJECT"));
+}

@@ -1,0 +1,184 @@
+//! `semops lookup | metrics | models`: the read API from a terminal (also `kubectl semops …`).
+//! Talks to the API at `--server` (e.g. after `kubectl port-forward svc/semops 8090`) with the
+//! bearer token of `--token`, or of the current kubeconfig user when it has one.
+
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use serde_json::Value;
+
+/// Output formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    Table,
+    Json,
+    Yaml,
+}
+
+/// Percent-encodes one path segment.
+pub fn encode_segment(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// GETs `path` from the API; returns the status and the JSON body.
+pub async fn get(server: &str, path: &str, token: Option<&str>) -> anyhow::Result<(u16, Value)> {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+    let mut req = hyper::Request::get(format!("{}{path}", server.trim_end_matches('/')));
+    if let Some(t) = token {
+        req = req.header("authorization", format!("Bearer {t}"));
+    }
+    let resp = client.request(req.body(Empty::new())?).await.map_err(|e| {
+        anyhow::anyhow!(
+            "cannot reach the semops API at {server}: {e}; is `kubectl port-forward` running?"
+        )
+    })?;
+    let status = resp.status().as_u16();
+    let body = resp.into_body().collect().await?.to_bytes();
+    let value = serde_json::from_slice(&body)
+        .unwrap_or(Value::String(String::from_utf8_lossy(&body).into()));
+    Ok((status, value))
+}
+
+/// The bearer token of the current kubeconfig user, when it authenticates with one.
+pub fn kubeconfig_token() -> Option<String> {
+    let kc = kube::config::Kubeconfig::read().ok()?;
+    let context = kc.current_context.as_ref()?;
+    let user = kc
+        .contexts
+        .iter()
+        .find(|c| &c.name == context)?
+        .context
+        .as_ref()?
+        .user
+        .clone()?;
+    let auth = kc
+        .auth_infos
+        .iter()
+        .find(|a| a.name == user)?
+        .auth_info
+        .as_ref()?;
+    auth.token
+        .as_ref()
+        .map(|t| secrecy::ExposeSecret::expose_secret(t).to_string())
+}
+
+/// Renders an API answer; identifiers become a table of their components.
+pub fn render(value: &Value, output: Output) -> String {
+    match output {
+        Output::Json => serde_json::to_string_pretty(value).unwrap_or_default(),
+        Output::Yaml => serde_yaml::to_string(value).unwrap_or_default(),
+        Output::Table => {
+            let rows: Vec<Vec<String>> =
+                if let Some(ids) = value.get("identifiers").and_then(Value::as_array) {
+                    ids.iter()
+                        .map(|i| {
+                            let mut row: Vec<String> = i["namespace"]
+                                .as_array()
+                                .into_iter()
+                                .flatten()
+                                .map(|s| s.as_str().unwrap_or_default().to_string())
+                                .collect();
+                            row.push(i["name"].as_str().unwrap_or_default().to_string());
+                            row
+                        })
+                        .collect()
+                } else if let Some(ms) = value.get("metrics").and_then(Value::as_array) {
+                    ms.iter()
+                        .map(|m| {
+                            let mut row: Vec<String> = m["namespace"]
+                                .as_array()
+                                .into_iter()
+                                .flatten()
+                                .map(|s| s.as_str().unwrap_or_default().to_string())
+                                .collect();
+                            row.push(m["metric"]["name"].as_str().unwrap_or_default().to_string());
+                            row.push(
+                                m["metric"]["expression"]["dialects"][0]["expression"]
+                                    .as_str()
+                                    .unwrap_or_default()
+                                    .to_string(),
+                            );
+                            row
+                        })
+                        .collect()
+                } else {
+                    return serde_yaml::to_string(value).unwrap_or_default();
+                };
+            if rows.is_empty() {
+                return "No resources found.\n".into();
+            }
+            let header: Vec<&str> = match rows[0].len() {
+                4 => vec!["NAMESPACE", "CATALOG", "SCHEMA", "NAME"],
+                5 => vec!["NAMESPACE", "CATALOG", "SCHEMA", "MODEL", "NAME"],
+                6 => vec![
+                    "NAMESPACE",
+                    "CATALOG",
+                    "SCHEMA",
+                    "MODEL",
+                    "METRIC",
+                    "EXPRESSION",
+                ],
+                _ => vec![],
+            };
+            let all: Vec<Vec<String>> =
+                std::iter::once(header.iter().map(|s| s.to_string()).collect())
+                    .chain(rows)
+                    .collect();
+            let widths: Vec<usize> = (0..all[0].len())
+                .map(|c| {
+                    all.iter()
+                        .map(|r| r.get(c).map_or(0, |s| s.chars().count()))
+                        .max()
+                        .unwrap_or(0)
+                })
+                .collect();
+            all.iter()
+                .map(|r| {
+                    r.iter()
+                        .enumerate()
+                        .map(|(i, s)| format!("{s:<w$}", w = widths[i]))
+                        .collect::<Vec<_>>()
+                        .join("   ")
+                        .trim_end()
+                        .to_string()
+                        + "\n"
+                })
+                .collect()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segments_are_percent_encoded() {
+        assert_eq!(encode_segment("hr.`a.b`.t x"), "hr.%60a.b%60.t%20x");
+    }
+
+    #[test]
+    fn identifiers_render_as_an_aligned_table() {
+        let v: Value = serde_json::from_str(r#"{"code":0,"identifiers":[{"namespace":["ex","analytics","semantic","employee_analysis"],"name":"employee"}]}"#).unwrap();
+        assert_eq!(
+            render(&v, Output::Table),
+            "NAMESPACE   CATALOG     SCHEMA     MODEL               NAME\nex          analytics   semantic   employee_analysis   employee\n"
+        );
+        assert_eq!(
+            render(
+                &serde_json::json!({"code": 0, "identifiers": []}),
+                Output::Table
+            ),
+            "No resources found.\n"
+        );
+    }
+}
