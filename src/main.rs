@@ -67,6 +67,8 @@ enum Command {
     /// Convert between Apache Ossie YAML and SemanticModel resources.
     #[command(subcommand)]
     Ossie(OssieCommand),
+    /// Print the read API's OpenAPI document.
+    Openapi,
     /// Check manifests offline (contract and model-local rules); exit code 1 on any problem.
     Validate {
         /// Files or directories of YAML manifests.
@@ -203,6 +205,10 @@ fn main() -> ExitCode {
             }
         },
         Command::Validate { paths } => validate(&paths),
+        Command::Openapi => {
+            print!("{}", semops::api::openapi::document_text());
+            ExitCode::SUCCESS
+        }
         Command::Lookup {
             object_type,
             full_name,

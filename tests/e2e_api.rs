@@ -279,6 +279,11 @@ fn the_query_verbs_work_directly_and_as_a_kubectl_plugin() {
     env.apply_ok(&examples_in(ns));
     wait_ready(env, ns, "sm/employee-analysis", "True", "Accepted");
     let server = format!("http://127.0.0.1:{}", op.api_port);
+    assert_eq!(
+        get(op.api_port, "/openapi.json", None).1,
+        semops::api::openapi::document_text(),
+        "the served document is the generated one"
+    );
 
     // Installed as a kubectl plugin: the same binary, named kubectl-semops, on PATH.
     let plugin_dir = env.work_dir.join("plugins");

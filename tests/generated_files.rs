@@ -28,6 +28,15 @@ fn crds_directory_matches_generated_output() {
 }
 
 #[test]
+fn the_committed_openapi_document_matches_the_code() {
+    assert_eq!(
+        read("docs/openapi.json"),
+        semops::api::openapi::document_text(),
+        "docs/openapi.json is stale; run hack/generate"
+    );
+}
+
+#[test]
 fn chart_argocd_health_checks_match_the_documented_ones() {
     for kind in ["SemanticModel", "Catalog", "ReconcilePolicy"] {
         assert_eq!(

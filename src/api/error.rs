@@ -15,8 +15,9 @@ pub struct ApiError {
     pub message: &'static str,
 }
 
-#[derive(Serialize)]
-struct Envelope {
+/// The error envelope.
+#[derive(Serialize, schemars::JsonSchema)]
+pub struct Envelope {
     code: i32,
     #[serde(rename = "type")]
     type_: &'static str,

@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod error;
+pub mod openapi;
 pub mod routes;
 
 use std::sync::Arc;
@@ -34,26 +35,24 @@ impl ApiState {
 }
 
 pub fn router(state: Arc<ApiState>) -> Router {
+    use openapi::{MODEL, MODELS, SCHEMA_METRICS, SOURCE_DATASETS, SOURCE_DATASETS_BY_PARTS};
     Router::new()
+        .route(SOURCE_DATASETS, get(routes::source_datasets))
         .route(
-            "/api/metalakes/{ns}/objects/{object_type}/{full_name}/semantic-model-datasets",
-            get(routes::source_datasets),
-        )
-        .route(
-            "/api/metalakes/{ns}/objects/{object_type}/semantic-model-datasets",
+            SOURCE_DATASETS_BY_PARTS,
             get(routes::source_datasets_by_parts),
         )
+        .route(SCHEMA_METRICS, get(routes::schema_metrics))
+        .route(MODELS, get(routes::list_models))
+        .route(MODEL, get(routes::get_model))
         .route(
-            "/api/metalakes/{ns}/catalogs/{catalog}/schemas/{schema}/semantic-model-metrics",
-            get(routes::schema_metrics),
-        )
-        .route(
-            "/api/metalakes/{ns}/catalogs/{catalog}/schemas/{schema}/semantic-models",
-            get(routes::list_models),
-        )
-        .route(
-            "/api/metalakes/{ns}/catalogs/{catalog}/schemas/{schema}/semantic-models/{name}",
-            get(routes::get_model),
+            "/openapi.json",
+            get(|| async {
+                (
+                    [("content-type", "application/json")],
+                    openapi::document_text(),
+                )
+            }),
         )
         .with_state(state)
 }

@@ -25,26 +25,26 @@ use crate::index::{HomeKey, SourceKey, cmp_utf16_all, is_visible};
 use crate::ossie::SourceRef;
 
 /// Gravitino's `NameIdentifier`.
-#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct Identifier {
     pub namespace: Vec<String>,
     pub name: String,
 }
 
 /// Gravitino's `EntityListResponse`.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 pub struct EntityList {
     pub code: i32,
     pub identifiers: Vec<Identifier>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 pub struct MetricEntry {
     pub namespace: Vec<String>,
     pub metric: Metric,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 pub struct MetricList {
     pub code: i32,
     pub metrics: Vec<MetricEntry>,
@@ -436,15 +436,15 @@ pub async fn list_models(
     run.await.unwrap_or_else(IntoResponse::into_response)
 }
 
-#[derive(Serialize)]
-struct ModelBody {
+#[derive(Serialize, schemars::JsonSchema)]
+pub struct ModelBody {
     code: i32,
     model: ModelView,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
-struct ModelView {
+pub struct ModelView {
     name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     comment: Option<String>,

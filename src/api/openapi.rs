@@ -1,0 +1,125 @@
+//! The OpenAPI 3 document of the read API, generated from the code: the route table below is
+//! the one the router uses, and response schemas come from the response types themselves.
+
+use schemars::generate::SchemaSettings;
+use serde_json::{Map, Value, json};
+
+use super::error::Envelope;
+use super::routes::{EntityList, MetricList, ModelBody};
+
+/// A documented route.
+pub struct Route {
+    pub path: &'static str,
+    pub summary: &'static str,
+    pub response: &'static str,
+    /// Query parameters: (name, description).
+    pub query: &'static [(&'static str, &'static str)],
+}
+
+pub const SOURCE_DATASETS: &str =
+    "/api/metalakes/{ns}/objects/{object_type}/{full_name}/semantic-model-datasets";
+pub const SOURCE_DATASETS_BY_PARTS: &str =
+    "/api/metalakes/{ns}/objects/{object_type}/semantic-model-datasets";
+pub const SCHEMA_METRICS: &str =
+    "/api/metalakes/{ns}/catalogs/{catalog}/schemas/{schema}/semantic-model-metrics";
+pub const MODELS: &str = "/api/metalakes/{ns}/catalogs/{catalog}/schemas/{schema}/semantic-models";
+pub const MODEL: &str =
+    "/api/metalakes/{ns}/catalogs/{catalog}/schemas/{schema}/semantic-models/{name}";
+
+pub const ROUTES: &[Route] = &[
+    Route {
+        path: SOURCE_DATASETS,
+        summary: "Datasets of accepted semantic models bound to a table or view (full_name: catalog.schema.name, Ossie backtick quoting)",
+        response: "EntityList",
+        query: &[],
+    },
+    Route {
+        path: SOURCE_DATASETS_BY_PARTS,
+        summary: "The same lookup with the name in structured form",
+        response: "EntityList",
+        query: &[
+            ("catalog", "source catalog"),
+            ("schema", "source schema"),
+            ("name", "table or view name"),
+        ],
+    },
+    Route {
+        path: SCHEMA_METRICS,
+        summary: "Metrics of the semantic models of a schema (identifiers, or definitions with details=true)",
+        response: "EntityList or MetricList",
+        query: &[("details", "true for MetricList")],
+    },
+    Route {
+        path: MODELS,
+        summary: "Semantic models of a schema",
+        response: "EntityList",
+        query: &[],
+    },
+    Route {
+        path: MODEL,
+        summary: "One semantic model's accepted definition, revision and metric ids",
+        response: "ModelBody",
+        query: &[],
+    },
+];
+
+/// The whole document.
+pub fn document() -> Value {
+    let mut generator = SchemaSettings::openapi3().into_generator();
+    let mut schemas = Map::new();
+    for (name, schema) in [
+        ("EntityList", generator.subschema_for::<EntityList>()),
+        ("MetricList", generator.subschema_for::<MetricList>()),
+        ("ModelBody", generator.subschema_for::<ModelBody>()),
+        ("Error", generator.subschema_for::<Envelope>()),
+    ] {
+        schemas.insert(name.into(), schema.to_value());
+    }
+    for (name, schema) in generator.take_definitions(true) {
+        schemas.insert(name, schema);
+    }
+    let reference = |name: &str| json!({"$ref": format!("#/components/schemas/{name}")});
+    let mut paths = Map::new();
+    for r in ROUTES {
+        let mut parameters: Vec<Value> = r
+            .path
+            .split('/')
+            .filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
+            .map(|p| json!({"name": p, "in": "path", "required": true, "schema": {"type": "string"}}))
+            .collect();
+        parameters.extend(r.query.iter().map(|(q, d)| json!({"name": q, "in": "query", "required": false, "description": d, "schema": {"type": "string"}})));
+        let ok = match r.response {
+            "EntityList or MetricList" => {
+                json!({"oneOf": [reference("EntityList"), reference("MetricList")]})
+            }
+            other => reference(other),
+        };
+        let error = json!({"description": "error envelope", "content": {"application/json": {"schema": reference("Error")}}});
+        paths.insert(
+            r.path.into(),
+            json!({"get": {
+                "summary": r.summary,
+                "parameters": parameters,
+                "security": [{"bearer": []}],
+                "responses": {
+                    "200": {"description": "success", "content": {"application/json": {"schema": ok}}},
+                    "400": error, "401": error, "403": error, "404": error, "502": error, "503": error
+                }
+            }}),
+        );
+    }
+    json!({
+        "openapi": "3.0.3",
+        "info": {"title": "semops read API", "version": env!("CARGO_PKG_VERSION"), "description": "Gravitino-compatible read paths; metalake = Kubernetes namespace."},
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": "a Kubernetes token (TokenReview); access follows RBAC (SubjectAccessReview)"}}
+        }
+    })
+}
+
+/// The document as committed in docs/openapi.json.
+pub fn document_text() -> String {
+    serde_json::to_string_pretty(&document()).expect("the document serializes") + "\n"
+}
