@@ -6,15 +6,13 @@ mod support;
 
 use std::time::Duration;
 
-use support::{Operator, env, eventually, examples_in, jsonpath, ready, wait_ready};
+use support::{env, eventually, examples_in, jsonpath, ready, wait_ready};
 
 #[test]
 fn the_examples_become_ready_and_kubectl_wait_sees_it() {
     let env = env();
-    let ns = env.namespace("examples");
+    let (ns, _op) = support::examples_with_operator("examples");
     let ns = ns.name.as_str();
-    let _op = Operator::for_namespace(env, ns);
-    env.apply_ok(&examples_in(ns));
     env.kubectl_ok(&[
         "wait",
         "--for=condition=Ready",
@@ -55,10 +53,8 @@ fn the_examples_become_ready_and_kubectl_wait_sees_it() {
 #[test]
 fn an_unchanged_object_costs_no_status_write_after_it_is_ready() {
     let env = env();
-    let ns = env.namespace("quiet");
+    let (ns, op) = support::examples_with_operator("quiet");
     let ns = ns.name.as_str();
-    let op = Operator::for_namespace(env, ns);
-    env.apply_ok(&examples_in(ns));
     env.kubectl_ok(&[
         "wait",
         "--for=condition=Ready",
@@ -122,10 +118,8 @@ fn an_unchanged_object_costs_no_status_write_after_it_is_ready() {
 #[test]
 fn an_invalid_model_names_the_field_and_recovers_when_fixed() {
     let env = env();
-    let ns = env.namespace("invalid");
+    let (ns, _op) = support::examples_with_operator("invalid");
     let ns = ns.name.as_str();
-    let _op = Operator::for_namespace(env, ns);
-    env.apply_ok(&examples_in(ns));
     wait_ready(env, ns, "sm/employee-analysis", "True", "Accepted");
     let bad = examples_in(ns).replace("to: manager", "to: mgr");
     env.apply_ok(&bad);
@@ -163,10 +157,8 @@ fn an_invalid_model_names_the_field_and_recovers_when_fixed() {
 #[test]
 fn the_younger_model_loses_a_name_conflict_until_the_older_is_deleted() {
     let env = env();
-    let ns = env.namespace("conflict");
+    let (ns, _op) = support::examples_with_operator("conflict");
     let ns = ns.name.as_str();
-    let _op = Operator::for_namespace(env, ns);
-    env.apply_ok(&examples_in(ns));
     wait_ready(env, ns, "sm/employee-analysis", "True", "Accepted");
     let twin = examples_in(ns)
         .split("\n---\n")
@@ -197,10 +189,8 @@ fn the_younger_model_loses_a_name_conflict_until_the_older_is_deleted() {
 #[test]
 fn deleting_a_catalog_reaches_the_models_that_use_it() {
     let env = env();
-    let ns = env.namespace("catdel");
+    let (ns, _op) = support::examples_with_operator("catdel");
     let ns = ns.name.as_str();
-    let _op = Operator::for_namespace(env, ns);
-    env.apply_ok(&examples_in(ns));
     wait_ready(env, ns, "sm/employee-analysis", "True", "Accepted");
     env.kubectl_ok(&["delete", "cat/hr", "-n", ns]);
     let message = wait_ready(env, ns, "sm/employee-analysis", "False", "CatalogNotFound");
@@ -212,10 +202,8 @@ fn deleting_a_catalog_reaches_the_models_that_use_it() {
 #[test]
 fn policies_resolve_by_precedence_and_report_overlap() {
     let env = env();
-    let ns = env.namespace("policy");
+    let (ns, _op) = support::examples_with_operator("policy");
     let ns = ns.name.as_str();
-    let _op = Operator::for_namespace(env, ns);
-    env.apply_ok(&examples_in(ns));
     wait_ready(env, ns, "rpol/strict", "True", "Valid");
     let policy = |name: &str, selector: &str| {
         format!(
@@ -300,10 +288,8 @@ fn policies_resolve_by_precedence_and_report_overlap() {
 #[test]
 fn a_catalog_hosting_models_waits_for_them_and_one_only_read_from_does_not() {
     let env = env();
-    let ns = env.namespace("protect");
+    let (ns, _op) = support::examples_with_operator("protect");
     let ns = ns.name.as_str();
-    let _op = Operator::for_namespace(env, ns);
-    env.apply_ok(&examples_in(ns));
     wait_ready(env, ns, "sm/employee-analysis", "True", "Accepted");
     eventually(Duration::from_secs(30), "the protection finalizer", || {
         (jsonpath(env, ns, "cat/analytics", "{.metadata.finalizers}")

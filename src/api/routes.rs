@@ -217,17 +217,35 @@ async fn lookup(
         object_type: wanted.as_str().to_string(),
         id: id.clone(),
     };
+    let by_model = bound_datasets(&state.stores.models, &state.index, &key);
+    let models: Vec<Arc<SemanticModel>> = by_model.values().map(|(m, _)| m.clone()).collect();
+    let allowed: Vec<String> = visible_to(state, &who, ns, models)
+        .await
+        .iter()
+        .map(|m| m.name_any())
+        .collect();
+    let identifiers = dataset_identifiers(ns, by_model, |name| allowed.iter().any(|a| a == name));
+    Ok(ok(EntityList {
+        code: 0,
+        identifiers,
+    }))
+}
+
+/// Datasets bound to the source `key`, by model, re-checked against the cached models (the
+/// index may run a step ahead of the store). The pure core of source lookup.
+pub fn bound_datasets(
+    models: &kube::runtime::reflector::Store<SemanticModel>,
+    index: &crate::index::ModelIndex,
+    key: &SourceKey,
+) -> BTreeMap<String, (Arc<SemanticModel>, Vec<String>)> {
     let mut by_model: BTreeMap<String, (Arc<SemanticModel>, Vec<String>)> = BTreeMap::new();
-    for (r, dataset) in state.index.datasets_of(&key) {
-        let Some(m) = state.stores.models.get(&r) else {
-            continue;
-        };
-        // Re-checked against the cached object: the index may run a step ahead of the store.
+    for (r, dataset) in index.datasets_of(key) {
+        let Some(m) = models.get(&r) else { continue };
         let bound = m
             .status
             .iter()
             .flat_map(|s| &s.source_associations)
-            .any(|a| a.dataset == dataset && a.id == id && a.source.catalog == source.catalog);
+            .any(|a| a.dataset == dataset && a.id == key.id && a.source.catalog == key.catalog);
         if is_visible(&m) && bound {
             by_model
                 .entry(m.name_any())
@@ -236,15 +254,18 @@ async fn lookup(
                 .push(dataset);
         }
     }
-    let models: Vec<Arc<SemanticModel>> = by_model.values().map(|(m, _)| m.clone()).collect();
-    let allowed: Vec<String> = visible_to(state, &who, ns, models)
-        .await
-        .iter()
-        .map(|m| m.name_any())
-        .collect();
+    by_model
+}
+
+/// Sorted, de-duplicated identifiers of the datasets of the `allowed` models.
+pub fn dataset_identifiers(
+    ns: &str,
+    by_model: BTreeMap<String, (Arc<SemanticModel>, Vec<String>)>,
+    allowed: impl Fn(&str) -> bool,
+) -> Vec<Identifier> {
     let mut identifiers: Vec<Identifier> = by_model
         .into_iter()
-        .filter(|(name, _)| allowed.contains(name))
+        .filter(|(name, _)| allowed(name))
         .flat_map(|(_, (m, datasets))| {
             datasets.into_iter().map(move |d| Identifier {
                 namespace: model_namespace(ns, &m),
@@ -253,10 +274,37 @@ async fn lookup(
         })
         .collect();
     sort_identifiers(&mut identifiers);
-    Ok(ok(EntityList {
-        code: 0,
-        identifiers,
-    }))
+    identifiers
+}
+
+/// Metrics of `models`, each from its definition, sorted by model identifier then metric name.
+pub fn sorted_metrics(
+    ns: &str,
+    models: &[(Arc<SemanticModel>, Definition)],
+) -> Vec<(Vec<String>, Metric)> {
+    let mut entries: Vec<(Vec<String>, Metric)> = models
+        .iter()
+        .flat_map(|(m, def)| {
+            def.metrics
+                .iter()
+                .flatten()
+                .map(|metric| (model_namespace(ns, m), metric.clone()))
+        })
+        .collect();
+    entries.sort_by(|(na, a), (nb, b)| {
+        let ka: Vec<&str> = na
+            .iter()
+            .map(String::as_str)
+            .chain([a.name.as_str()])
+            .collect();
+        let kb: Vec<&str> = nb
+            .iter()
+            .map(String::as_str)
+            .chain([b.name.as_str()])
+            .collect();
+        cmp_utf16_all(&ka, &kb)
+    });
+    entries
 }
 
 fn sort_identifiers(ids: &mut Vec<Identifier>) {
@@ -364,29 +412,12 @@ pub async fn schema_metrics(
     let run = async {
         let who = caller(&state, &headers).await?;
         let models = home_models(&state, &who, &ns, &catalog_name, &schema).await?;
-        let mut entries: Vec<(Vec<String>, Metric)> = Vec::new();
-        for m in &models {
-            let def = accepted_definition(&state, m).await?;
-            entries.extend(
-                def.metrics
-                    .into_iter()
-                    .flatten()
-                    .map(|metric| (model_namespace(&ns, m), metric)),
-            );
+        let mut with_defs = Vec::with_capacity(models.len());
+        for m in models {
+            let def = accepted_definition(&state, &m).await?;
+            with_defs.push((m, def));
         }
-        entries.sort_by(|(na, a), (nb, b)| {
-            let ka: Vec<&str> = na
-                .iter()
-                .map(String::as_str)
-                .chain([a.name.as_str()])
-                .collect();
-            let kb: Vec<&str> = nb
-                .iter()
-                .map(String::as_str)
-                .chain([b.name.as_str()])
-                .collect();
-            cmp_utf16_all(&ka, &kb)
-        });
+        let entries = sorted_metrics(&ns, &with_defs);
         Ok::<_, ApiError>(if q.details {
             ok(MetricList {
                 code: 0,

@@ -211,6 +211,15 @@ impl Drop for Namespace {
     }
 }
 
+/// A fresh namespace holding the examples, with an operator for it.
+pub fn examples_with_operator(prefix: &str) -> (Namespace, Operator) {
+    let env = env();
+    let ns = env.namespace(prefix);
+    let op = Operator::for_namespace(env, &ns.name);
+    env.apply_ok(&examples_in(&ns.name));
+    (ns, op)
+}
+
 /// The examples/ manifests rewritten into `ns` (the Namespace object itself is skipped), with
 /// the `hr` Catalog pointed at this binary's PostgreSQL (loaded with examples/hr.sql).
 pub fn examples_in(ns: &str) -> String {

@@ -1,0 +1,192 @@
+//! Read-API benchmark (not a test): 10,000 accepted models (5 datasets, 10 metrics each) held
+//! in a reflector store and the read API's index, in process (catalog probe excluded). Source
+//! lookup and metric discovery through the index, beside the list-everything-and-filter
+//! baseline, in the same run; plus the memory the cache and index take.
+//! Run: `cargo bench --bench read_api` (prints a Markdown table for BENCHMARKS.md).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher::Event;
+use semops::api::routes::{bound_datasets, dataset_identifiers, sorted_metrics};
+use semops::crd::semantic_model::{MetricIdentity, SourceAssociation, SourceName};
+use semops::crd::{SemanticModel, SemanticModelStatus};
+use semops::index::{HomeKey, ModelIndex, SourceKey, is_visible};
+
+const MODELS: usize = 10_000;
+const DATASETS: usize = 5;
+const METRICS: usize = 10;
+const TABLES: usize = 2_000; // each table is bound by ~25 datasets
+const SCHEMAS: usize = 100; // ~100 models per home schema
+const QUERIES: usize = 2_000;
+
+fn model(i: usize) -> SemanticModel {
+    let tables: Vec<usize> = (0..DATASETS).map(|d| (i * 7 + d * 131) % TABLES).collect();
+    let datasets: Vec<serde_json::Value> = tables.iter().enumerate().map(|(d, t)| serde_json::json!({"name": format!("d{d}"), "source": format!("hr.public.t{t}"), "primaryKey": ["id"]})).collect();
+    let metrics: Vec<serde_json::Value> = (0..METRICS).map(|k| serde_json::json!({"name": format!("metric_{k}"), "expression": {"dialects": [{"dialect": "ANSI_SQL", "expression": format!("SUM(d0.c{k})")}]}, "datatype": "Decimal"})).collect();
+    let spec = serde_json::from_value(serde_json::json!({
+        "catalog": "analytics", "schema": format!("s{}", i % SCHEMAS), "name": format!("model_{i}"),
+        "definition": {"datasets": datasets, "metrics": metrics}
+    }))
+    .unwrap();
+    let mut m = SemanticModel::new(&format!("model-{i}"), spec);
+    m.metadata.namespace = Some("bench".into());
+    m.metadata.generation = Some(1);
+    m.status = Some(SemanticModelStatus {
+        revision: Some(1),
+        accepted_generation: Some(1),
+        source_associations: tables
+            .iter()
+            .enumerate()
+            .map(|(d, t)| SourceAssociation {
+                dataset: format!("d{d}"),
+                source: SourceName {
+                    catalog: "hr".into(),
+                    schema: "public".into(),
+                    name: format!("t{t}"),
+                },
+                object_type: "TABLE".into(),
+                id: format!("pg:1:2:r{t}"),
+                revision: 1,
+            })
+            .collect(),
+        metrics: (0..METRICS)
+            .map(|k| MetricIdentity {
+                name: format!("metric_{k}"),
+                id: uuid::Uuid::now_v7().to_string(),
+            })
+            .collect(),
+        ..Default::default()
+    });
+    m
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0)
+}
+
+fn percentiles(mut samples: Vec<Duration>) -> (Duration, Duration) {
+    samples.sort();
+    (
+        samples[samples.len() / 2],
+        samples[samples.len() * 99 / 100],
+    )
+}
+
+fn measure(mut f: impl FnMut(usize) -> usize) -> (Duration, Duration, usize) {
+    let mut samples = Vec::with_capacity(QUERIES);
+    let mut total = 0;
+    for q in 0..QUERIES {
+        let started = Instant::now();
+        total += std::hint::black_box(f(q));
+        samples.push(started.elapsed());
+    }
+    let (p50, p99) = percentiles(samples);
+    (p50, p99, total / QUERIES)
+}
+
+fn lookup_indexed(store: &Store<SemanticModel>, index: &ModelIndex, table: usize) -> usize {
+    let key = SourceKey {
+        namespace: "bench".into(),
+        catalog: "hr".into(),
+        object_type: "TABLE".into(),
+        id: format!("pg:1:2:r{table}"),
+    };
+    dataset_identifiers("bench", bound_datasets(store, index, &key), |_| true).len()
+}
+
+fn lookup_scan(store: &Store<SemanticModel>, table: usize) -> usize {
+    let id = format!("pg:1:2:r{table}");
+    let mut by_model = std::collections::BTreeMap::new();
+    for m in store.state() {
+        if !is_visible(&m) {
+            continue;
+        }
+        let ds: Vec<String> = m
+            .status
+            .iter()
+            .flat_map(|s| &s.source_associations)
+            .filter(|a| a.id == id && a.source.catalog == "hr")
+            .map(|a| a.dataset.clone())
+            .collect();
+        if !ds.is_empty() {
+            by_model.insert(kube::ResourceExt::name_any(m.as_ref()), (m.clone(), ds));
+        }
+    }
+    dataset_identifiers("bench", by_model, |_| true).len()
+}
+
+fn discover_indexed(store: &Store<SemanticModel>, index: &ModelIndex, schema: usize) -> usize {
+    let key = HomeKey {
+        namespace: "bench".into(),
+        catalog: "analytics".into(),
+        schema: format!("s{schema}"),
+    };
+    let models: Vec<_> = index
+        .models_in(&key)
+        .into_iter()
+        .filter_map(|r| store.get(&r))
+        .map(|m| (m.clone(), m.spec.definition.clone()))
+        .collect();
+    sorted_metrics("bench", &models).len()
+}
+
+fn discover_scan(store: &Store<SemanticModel>, schema: usize) -> usize {
+    let wanted = format!("s{schema}");
+    let models: Vec<_> = store
+        .state()
+        .into_iter()
+        .filter(|m| is_visible(m) && m.spec.catalog == "analytics" && m.spec.schema == wanted)
+        .map(|m| (m.clone(), m.spec.definition.clone()))
+        .collect();
+    sorted_metrics("bench", &models).len()
+}
+
+fn main() {
+    let before = rss_kib();
+    let (store, mut writer) = reflector::store::<SemanticModel>();
+    let index = Arc::new(ModelIndex::default());
+    for i in 0..MODELS {
+        let m = model(i);
+        index.apply(&m);
+        writer.apply_watcher_event(&Event::Apply(m));
+    }
+    let after = rss_kib();
+
+    let lookup_i = measure(|q| lookup_indexed(&store, &index, q % TABLES));
+    let lookup_s = measure(|q| lookup_scan(&store, q % TABLES));
+    let disc_i = measure(|q| discover_indexed(&store, &index, q % SCHEMAS));
+    let disc_s = measure(|q| discover_scan(&store, q % SCHEMAS));
+    assert_eq!(lookup_i.2, lookup_s.2, "index and scan agree");
+    assert_eq!(disc_i.2, disc_s.2, "index and scan agree");
+
+    let us = |d: Duration| format!("{:.1} µs", d.as_secs_f64() * 1e6);
+    println!(
+        "| query ({MODELS} models, {QUERIES} queries) | p50 | p99 | results per query | p99 speedup vs scan |"
+    );
+    println!("| --- | --- | --- | --- | --- |");
+    for (label, (p50, p99, n), base) in [
+        ("source lookup, index", lookup_i, Some(lookup_s.1)),
+        ("source lookup, list-everything-and-filter", lookup_s, None),
+        ("metric discovery, index", disc_i, Some(disc_s.1)),
+        ("metric discovery, list-everything-and-filter", disc_s, None),
+    ] {
+        let speed = base.map_or("-".to_string(), |b| {
+            format!("{:.0}x", b.as_secs_f64() / p99.as_secs_f64())
+        });
+        println!("| {label} | {} | {} | {n} | {speed} |", us(p50), us(p99));
+    }
+    println!();
+    println!(
+        "RSS: {} MiB before, {} MiB with {MODELS} models cached and indexed (+{} MiB)",
+        before / 1024,
+        after / 1024,
+        (after - before) / 1024
+    );
+}
