@@ -132,9 +132,12 @@ fn discover_indexed(store: &Store<SemanticModel>, index: &ModelIndex, schema: us
         .models_in(&key)
         .into_iter()
         .filter_map(|r| store.get(&r))
-        .map(|m| (m.clone(), m.spec.definition.clone()))
         .collect();
-    sorted_metrics("bench", &models).len()
+    let borrowed: Vec<_> = models
+        .iter()
+        .map(|m| (m.as_ref(), &m.spec.definition))
+        .collect();
+    sorted_metrics("bench", &borrowed).len()
 }
 
 fn discover_scan(store: &Store<SemanticModel>, schema: usize) -> usize {
@@ -143,9 +146,12 @@ fn discover_scan(store: &Store<SemanticModel>, schema: usize) -> usize {
         .state()
         .into_iter()
         .filter(|m| is_visible(m) && m.spec.catalog == "analytics" && m.spec.schema == wanted)
-        .map(|m| (m.clone(), m.spec.definition.clone()))
         .collect();
-    sorted_metrics("bench", &models).len()
+    let borrowed: Vec<_> = models
+        .iter()
+        .map(|m| (m.as_ref(), &m.spec.definition))
+        .collect();
+    sorted_metrics("bench", &borrowed).len()
 }
 
 fn main() {

@@ -277,34 +277,44 @@ pub fn dataset_identifiers(
     identifiers
 }
 
-/// Metrics of `models`, each from its definition, sorted by model identifier then metric name.
+/// Metrics of `models`, each from its definition, sorted by model identifier then metric name
+/// (UTF-16 code units). Keys are encoded once per entry, not once per comparison.
 pub fn sorted_metrics(
     ns: &str,
-    models: &[(Arc<SemanticModel>, Definition)],
+    models: &[(&SemanticModel, &Definition)],
 ) -> Vec<(Vec<String>, Metric)> {
-    let mut entries: Vec<(Vec<String>, Metric)> = models
+    let utf16 = |s: &str| s.encode_utf16().collect::<Vec<u16>>();
+    let mut keyed: Vec<(
+        (Vec<u16>, Vec<u16>, Vec<u16>, Vec<u16>),
+        &SemanticModel,
+        &Metric,
+    )> = models
         .iter()
         .flat_map(|(m, def)| {
-            def.metrics
-                .iter()
-                .flatten()
-                .map(|metric| (model_namespace(ns, m), metric.clone()))
+            let model_key = (
+                utf16(&m.spec.catalog),
+                utf16(&m.spec.schema),
+                utf16(m.model_name()),
+            );
+            def.metrics.iter().flatten().map(move |metric| {
+                (
+                    (
+                        model_key.0.clone(),
+                        model_key.1.clone(),
+                        model_key.2.clone(),
+                        utf16(&metric.name),
+                    ),
+                    *m,
+                    metric,
+                )
+            })
         })
         .collect();
-    entries.sort_by(|(na, a), (nb, b)| {
-        let ka: Vec<&str> = na
-            .iter()
-            .map(String::as_str)
-            .chain([a.name.as_str()])
-            .collect();
-        let kb: Vec<&str> = nb
-            .iter()
-            .map(String::as_str)
-            .chain([b.name.as_str()])
-            .collect();
-        cmp_utf16_all(&ka, &kb)
-    });
-    entries
+    keyed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    keyed
+        .into_iter()
+        .map(|(_, m, metric)| (model_namespace(ns, m), metric.clone()))
+        .collect()
 }
 
 fn sort_identifiers(ids: &mut Vec<Identifier>) {
@@ -417,7 +427,9 @@ pub async fn schema_metrics(
             let def = accepted_definition(&state, &m).await?;
             with_defs.push((m, def));
         }
-        let entries = sorted_metrics(&ns, &with_defs);
+        let borrowed: Vec<(&SemanticModel, &Definition)> =
+            with_defs.iter().map(|(m, d)| (m.as_ref(), d)).collect();
+        let entries = sorted_metrics(&ns, &borrowed);
         Ok::<_, ApiError>(if q.details {
             ok(MetricList {
                 code: 0,
@@ -578,6 +590,35 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&body).unwrap(),
             r#"{"code":0,"identifiers":[{"namespace":["example","analytics","semantic","employee_analysis"],"name":"employee"},{"namespace":["example","analytics","semantic","employee_analysis"],"name":"manager"}]}"#
+        );
+    }
+
+    #[test]
+    fn metrics_sort_by_model_identifier_then_utf16_metric_name() {
+        let model = |name: &str, metrics: &[&str]| {
+            let ms: Vec<serde_json::Value> = metrics.iter().map(|n| serde_json::json!({"name": n, "expression": {"dialects": [{"dialect": "ANSI_SQL", "expression": "1"}]}})).collect();
+            let spec = serde_json::from_value(serde_json::json!({"catalog": "c", "schema": "s", "name": name, "definition": {"datasets": [{"name": "d", "source": "a.b.c"}], "metrics": ms}})).unwrap();
+            SemanticModel::new(name, spec)
+        };
+        let a = model("b_model", &["\u{E000}", "\u{10000}", "Z", "a"]);
+        let b = model("a_model", &["x"]);
+        let got: Vec<(String, String)> =
+            sorted_metrics("ns", &[(&a, &a.spec.definition), (&b, &b.spec.definition)])
+                .into_iter()
+                .map(|(n, m)| (n[3].clone(), m.name))
+                .collect();
+        let want = [
+            ("a_model", "x"),
+            ("b_model", "Z"),
+            ("b_model", "a"),
+            ("b_model", "\u{10000}"),
+            ("b_model", "\u{E000}"),
+        ];
+        assert_eq!(
+            got,
+            want.iter()
+                .map(|(m, n)| (m.to_string(), n.to_string()))
+                .collect::<Vec<_>>()
         );
     }
 }
