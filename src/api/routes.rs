@@ -277,6 +277,9 @@ pub fn dataset_identifiers(
     identifiers
 }
 
+/// UTF-16 code units of catalog, schema, model name and metric name.
+type SortKey = (Vec<u16>, Vec<u16>, Vec<u16>, Vec<u16>);
+
 /// Metrics of `models`, each from its definition, sorted by model identifier then metric name
 /// (UTF-16 code units). Keys are encoded once per entry, not once per comparison.
 pub fn sorted_metrics(
@@ -284,11 +287,7 @@ pub fn sorted_metrics(
     models: &[(&SemanticModel, &Definition)],
 ) -> Vec<(Vec<String>, Metric)> {
     let utf16 = |s: &str| s.encode_utf16().collect::<Vec<u16>>();
-    let mut keyed: Vec<(
-        (Vec<u16>, Vec<u16>, Vec<u16>, Vec<u16>),
-        &SemanticModel,
-        &Metric,
-    )> = models
+    let mut keyed: Vec<(SortKey, &SemanticModel, &Metric)> = models
         .iter()
         .flat_map(|(m, def)| {
             let model_key = (
