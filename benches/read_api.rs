@@ -169,6 +169,36 @@ fn main() {
     let lookup_s = measure(|q| lookup_scan(&store, q % TABLES));
     let disc_i = measure(|q| discover_indexed(&store, &index, q % SCHEMAS));
     let disc_s = measure(|q| discover_scan(&store, q % SCHEMAS));
+    // What a client without the API does: list every model (as `kubectl get sm -o json` returns
+    // them) and filter. A few queries suffice at this cost.
+    let listed = serde_json::to_vec(
+        &store
+            .state()
+            .iter()
+            .map(|m| m.as_ref().clone())
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    let client_side = {
+        let mut samples = Vec::new();
+        for q in 0..5 {
+            let started = Instant::now();
+            let all: Vec<SemanticModel> = serde_json::from_slice(&listed).unwrap();
+            let id = format!("pg:1:2:r{}", q % TABLES);
+            let hits = all
+                .iter()
+                .filter(|m| {
+                    m.status
+                        .iter()
+                        .flat_map(|s| &s.source_associations)
+                        .any(|a| a.id == id)
+                })
+                .count();
+            std::hint::black_box(hits);
+            samples.push(started.elapsed());
+        }
+        percentiles(samples)
+    };
     assert_eq!(lookup_i.2, lookup_s.2, "index and scan agree");
     assert_eq!(disc_i.2, disc_s.2, "index and scan agree");
 
@@ -188,6 +218,14 @@ fn main() {
         });
         println!("| {label} | {} | {} | {n} | {speed} |", us(p50), us(p99));
     }
+    println!(
+        "| source lookup, client lists all {MODELS} models as JSON ({} MiB) and filters | {} | {} | 25 | {:.0}x (p50 {:.0}x) |",
+        listed.len() / (1024 * 1024),
+        us(client_side.0),
+        us(client_side.1),
+        client_side.1.as_secs_f64() / lookup_i.1.as_secs_f64(),
+        client_side.0.as_secs_f64() / lookup_i.0.as_secs_f64()
+    );
     println!();
     println!(
         "RSS: {} MiB before, {} MiB with {MODELS} models cached and indexed (+{} MiB)",
