@@ -43,7 +43,8 @@ impl LeaderHandle {
         let (tx, rx) = watch::channel(Some(
             Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600),
         ));
-        std::mem::forget(tx); // keep the sender alive so the value never changes
+        // Dropping the sender freezes the value: receivers keep reading it, and never change.
+        drop(tx);
         Self { deadline: rx }
     }
 
@@ -283,6 +284,15 @@ mod tests {
     fn the_write_deadline_is_shorter_than_the_lease() {
         let t = LeaseTimings::default();
         assert!(t.renew_deadline + t.retry_period < t.lease_duration);
+    }
+
+    #[tokio::test]
+    async fn an_always_leading_handle_leads_and_signals_acquisition_once() {
+        use futures::StreamExt;
+        let handle = LeaderHandle::always();
+        assert!(handle.is_leading());
+        let signals: Vec<()> = handle.on_acquired().collect().await;
+        assert_eq!(signals.len(), 1);
     }
 
     #[tokio::test]

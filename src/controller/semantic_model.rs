@@ -150,36 +150,6 @@ pub fn status_with(
     }
 }
 
-/// Status of a model that passes levels 1-2 (used by tests and as the no-I/O verdict).
-pub fn desired_status(
-    model: &SemanticModel,
-    catalogs: &dyn CatalogLookup,
-    others: &[Arc<SemanticModel>],
-    now: &Time,
-) -> SemanticModelStatus {
-    let base = model.status.clone().unwrap_or_default();
-    match local_verdict(model, catalogs, others) {
-        Some(Rejection { ready, valid }) => status_with(model, base, vec![ready, valid], now),
-        None => {
-            let valid = Desired::new(
-                "Valid",
-                Status::True,
-                "Valid",
-                "definition passed the contract and model-local checks",
-            );
-            status_with(
-                model,
-                base,
-                vec![
-                    Desired::new("Ready", Status::True, "Validated", "definition is valid"),
-                    valid,
-                ],
-                now,
-            )
-        }
-    }
-}
-
 /// Failpoints for crash drills: `SEMOPS_FAILPOINT=after-revision` exits the process between the
 /// revision write and the status commit.
 fn failpoint(name: &str) {
@@ -734,20 +704,28 @@ mod tests {
         ])
     }
 
-    fn now() -> Time {
-        Time(k8s_openapi::jiff::Timestamp::from_second(1000).unwrap())
+    fn at(secs: i64) -> Time {
+        Time(k8s_openapi::jiff::Timestamp::from_second(secs).unwrap())
     }
 
-    fn ready(s: &SemanticModelStatus) -> (&str, &str) {
-        let c = conditions::find(&s.conditions, "Ready").unwrap();
-        (c.status.as_str(), c.reason.as_str())
+    fn rejection(
+        m: &SemanticModel,
+        others: &[Arc<SemanticModel>],
+        cats: &BTreeMap<String, Option<Vec<String>>>,
+    ) -> Option<String> {
+        local_verdict(m, cats, others).map(|r| r.ready.reason)
     }
 
     #[test]
-    fn a_valid_model_without_rivals_is_ready() {
+    fn a_valid_model_without_rivals_passes_the_local_checks_and_status_counts_it() {
         let m = model("a", 1, "emp");
-        let s = desired_status(&m, &catalogs(), &[], &now());
-        assert_eq!(ready(&s), ("True", "Validated"));
+        assert_eq!(rejection(&m, &[], &catalogs()), None);
+        let s = status_with(
+            &m,
+            SemanticModelStatus::default(),
+            vec![Desired::new("Ready", Status::True, "Accepted", "")],
+            &at(5),
+        );
         assert_eq!(
             (
                 s.model_name.as_deref(),
@@ -765,33 +743,39 @@ mod tests {
         let young = Arc::new(model("young", 2, "emp"));
         let all = vec![old.clone(), young.clone()];
         assert_eq!(
-            ready(&desired_status(&young, &catalogs(), &all, &now())),
-            ("False", "NameConflict")
+            rejection(&young, &all, &catalogs()).as_deref(),
+            Some("NameConflict")
         );
-        assert_eq!(
-            ready(&desired_status(&old, &catalogs(), &all, &now())),
-            ("True", "Validated")
-        );
+        assert_eq!(rejection(&old, &all, &catalogs()), None);
     }
 
     #[test]
-    fn reconciling_an_unchanged_model_reproduces_its_status_exactly() {
+    fn the_same_verdict_later_reproduces_the_status_exactly() {
         let mut m = model("a", 1, "emp");
-        let first = desired_status(&m, &catalogs(), &[], &now());
+        let conds = || {
+            vec![Desired::new(
+                "Ready",
+                Status::True,
+                "Accepted",
+                "revision 1 accepted",
+            )]
+        };
+        let first = status_with(&m, SemanticModelStatus::default(), conds(), &at(10));
         m.status = Some(first.clone());
-        let later = Time(k8s_openapi::jiff::Timestamp::from_second(5000).unwrap());
         assert_eq!(
-            desired_status(&m, &catalogs(), &[], &later),
+            status_with(&m, first.clone(), conds(), &at(5000)),
             first,
             "equal status means no write"
         );
     }
 
     #[test]
-    fn a_missing_home_catalog_makes_the_model_not_ready() {
+    fn a_missing_home_catalog_is_rejected_before_any_io() {
         let m = model("a", 1, "emp");
         let only_hr = BTreeMap::from([("hr".to_string(), None)]);
-        let s = desired_status(&m, &only_hr, &[], &now());
-        assert_eq!(ready(&s), ("False", "CatalogNotFound"));
+        assert_eq!(
+            rejection(&m, &[], &only_hr).as_deref(),
+            Some("CatalogNotFound")
+        );
     }
 }

@@ -8,7 +8,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::Event;
 
 use super::{Stores, all_refs};
-use crate::crd::{Catalog, ReconcilePolicy, SemanticModel};
+use crate::crd::{CATALOG_PROTECTION_FINALIZER, Catalog, ReconcilePolicy, SemanticModel};
 use crate::ossie::SourceRef;
 
 /// Senders into each controller's `reconcile_on` stream.
@@ -119,8 +119,18 @@ impl Triggers {
             return;
         };
         let ns = m.namespace().unwrap_or_default();
-        // The home Catalog's protection finalizer depends on which models it hosts.
-        self.send_catalogs([ObjectRef::new(&m.spec.catalog).within(&ns)]);
+        // The home Catalog's protection finalizer can only change when a model goes away or
+        // when it is missing; other model updates must not cost the Catalog a reconcile
+        // (each one re-reads its Secret and checks the connection).
+        let home = ObjectRef::new(&m.spec.catalog).within(&ns);
+        let finalizer_missing = stores.catalogs.get(&home).is_some_and(|c| {
+            !c.finalizers()
+                .iter()
+                .any(|f| f == CATALOG_PROTECTION_FINALIZER)
+        });
+        if matches!(event, Event::Delete(_)) || finalizer_missing {
+            self.send_catalogs([home]);
+        }
         let names: Vec<&str> = [
             Some(m.model_name()),
             m.status.as_ref().and_then(|s| s.model_name.as_deref()),
