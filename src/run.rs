@@ -273,6 +273,7 @@ pub async fn run(
         client: client.clone(),
         stores: ctx.stores.clone(),
         index,
+        revisions: Default::default(),
         providers: ctx.providers.clone(),
         auth: if cfg.api_auth {
             Auth::kubernetes(client.clone())

@@ -377,3 +377,32 @@ fn the_query_verbs_work_directly_and_as_a_kubectl_plugin() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("404 NO_SUCH_METADATA_OBJECT"));
 }
+
+#[test]
+fn a_failing_edit_leaves_the_accepted_revision_serving_through_the_api() {
+    let env = env();
+    let ns = env.namespace("apirev");
+    let ns = ns.name.as_str();
+    let op = Operator::start(env, &env.kubeconfig, Some(ns), ns, &["--api-auth", "none"]);
+    env.apply_ok(&examples_in(ns));
+    wait_ready(env, ns, "sm/employee-analysis", "True", "Accepted");
+    // An edit that renames the metric but breaks a relationship: not accepted.
+    let bad = examples_in(ns)
+        .replace("to: manager", "to: mgr")
+        .replace("name: headcount", "name: renamed_metric");
+    env.apply_ok(&bad);
+    wait_ready(env, ns, "sm/employee-analysis", "False", "UnknownDataset");
+    let path =
+        format!("/api/metalakes/{ns}/catalogs/analytics/schemas/semantic/semantic-model-metrics");
+    let want = format!(
+        r#"{{"code":0,"identifiers":[{{"namespace":["{ns}","analytics","semantic","employee_analysis"],"name":"headcount"}}]}}"#
+    );
+    for _ in 0..2 {
+        // The second answer comes from the revision cache.
+        assert_eq!(
+            get(op.api_port, &path, None).1,
+            want,
+            "the accepted revision, not the spec, is served"
+        );
+    }
+}

@@ -23,6 +23,8 @@ pub struct ApiState {
     pub client: Client,
     pub stores: Stores,
     pub index: Arc<ModelIndex>,
+    /// model -> accepted definition, for models whose spec moved past it.
+    pub revisions: crate::index::revisions::RevisionCache,
     pub providers: Arc<Registry>,
     pub auth: auth::Auth,
     pub ready: Arc<AtomicBool>,

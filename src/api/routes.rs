@@ -394,15 +394,34 @@ async fn accepted_definition(state: &ApiState, m: &SemanticModel) -> Result<Defi
     if m.metadata.generation.is_some() && m.metadata.generation == status.accepted_generation {
         return Ok(m.spec.definition.clone());
     }
+    let uid = m.uid().unwrap_or_default();
+    let revision = status.revision.unwrap_or(0);
+    if let Some(def) = state.revisions.get(&uid, revision) {
+        return Ok(def.as_ref().clone());
+    }
     let api: Api<ControllerRevision> =
         Api::namespaced(state.client.clone(), &m.namespace().unwrap_or_default());
-    let name = format!("{}-r{}", m.name_any(), status.revision.unwrap_or(0));
+    let name = format!("{}-r{revision}", m.name_any());
     let rev = api.get(&name).await.map_err(|e| {
         tracing::warn!(error = %e, revision = %name, "reading an accepted revision failed");
         error::INTERNAL
     })?;
-    serde_json::from_value(rev.data.0.get("definition").cloned().unwrap_or_default())
-        .map_err(|_| error::INTERNAL)
+    // The revision status names must be this model's (a deleted namesake's would not be).
+    if rev
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(crate::controller::semantic_model::MODEL_UID_LABEL))
+        != Some(&uid)
+    {
+        tracing::warn!(revision = %name, "revision belongs to another model");
+        return Err(error::INTERNAL);
+    }
+    let def: Definition =
+        serde_json::from_value(rev.data.0.get("definition").cloned().unwrap_or_default())
+            .map_err(|_| error::INTERNAL)?;
+    state.revisions.put(&uid, revision, Arc::new(def.clone()));
+    Ok(def)
 }
 
 #[derive(Deserialize)]

@@ -3,6 +3,8 @@
 //! schema) -> models. They hold keys only; the models themselves stay in the reflector store,
 //! and every hit is re-checked against the cached object when it is read.
 
+pub mod revisions;
+
 use std::collections::{BTreeSet, HashMap};
 use std::sync::RwLock;
 
