@@ -14,6 +14,7 @@ pub mod leader;
 pub mod model;
 pub mod ossie;
 pub mod policy;
+pub mod reconcile;
 pub mod run;
 pub mod server;
 pub mod telemetry;
