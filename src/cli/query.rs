@@ -71,6 +71,15 @@ pub fn kubeconfig_token() -> Option<String> {
         .map(|t| secrecy::ExposeSecret::expose_secret(t).to_string())
 }
 
+/// The strings of a JSON array (the components of an identifier's namespace).
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .map(|s| s.as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
 /// Renders an API answer; identifiers become a table of their components.
 pub fn render(value: &Value, output: Output) -> String {
     match output {
@@ -81,12 +90,7 @@ pub fn render(value: &Value, output: Output) -> String {
                 if let Some(ids) = value.get("identifiers").and_then(Value::as_array) {
                     ids.iter()
                         .map(|i| {
-                            let mut row: Vec<String> = i["namespace"]
-                                .as_array()
-                                .into_iter()
-                                .flatten()
-                                .map(|s| s.as_str().unwrap_or_default().to_string())
-                                .collect();
+                            let mut row = strings(&i["namespace"]);
                             row.push(i["name"].as_str().unwrap_or_default().to_string());
                             row
                         })
@@ -94,12 +98,7 @@ pub fn render(value: &Value, output: Output) -> String {
                 } else if let Some(ms) = value.get("metrics").and_then(Value::as_array) {
                     ms.iter()
                         .map(|m| {
-                            let mut row: Vec<String> = m["namespace"]
-                                .as_array()
-                                .into_iter()
-                                .flatten()
-                                .map(|s| s.as_str().unwrap_or_default().to_string())
-                                .collect();
+                            let mut row = strings(&m["namespace"]);
                             row.push(m["metric"]["name"].as_str().unwrap_or_default().to_string());
                             row.push(
                                 m["metric"]["expression"]["dialects"][0]["expression"]
