@@ -147,9 +147,13 @@ struct RunArgs {
     concurrency: u16,
     #[arg(long, value_enum, env = "SEMOPS_LOG_FORMAT", default_value = "text")]
     log_format: LogFormat,
-    /// How often accepted models re-probe their sources for drift (Go duration, jittered ±20%).
+    /// How often a Catalog whose periodic checks are off still probes the sources its models
+    /// are bound to, for drift (Go duration, jittered ±20%). With checks on, every round does.
     #[arg(long, default_value = "10m", value_parser = parse_duration)]
     drift_interval: std::time::Duration,
+    /// Check rounds running at once across all Catalogs.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
+    max_concurrent_rounds: u16,
     /// Address of the read API (Gravitino REST paths).
     #[arg(long, env = "SEMOPS_API_ADDR", default_value = "0.0.0.0:8090")]
     api_addr: SocketAddr,
@@ -418,6 +422,7 @@ fn run_operator(args: RunArgs) -> anyhow::Result<()> {
         concurrency: args.concurrency,
         watch_namespace: args.watch_namespace,
         drift_interval: args.drift_interval,
+        max_concurrent_rounds: args.max_concurrent_rounds as usize,
         revision_history_limit: args.revision_history_limit,
         api_addr: args.api_addr,
         api_auth: args.api_auth == "kubernetes",

@@ -41,8 +41,10 @@ pub struct RunConfig {
     pub concurrency: u16,
     /// Watch only this namespace (namespace-scoped installs, tests); all namespaces when None.
     pub watch_namespace: Option<String>,
-    /// Period of the model-side drift refresh.
+    /// Period of source-only visits of Catalogs whose periodic checks are off.
     pub drift_interval: Duration,
+    /// Check rounds running at once across all Catalogs.
+    pub max_concurrent_rounds: usize,
     /// ControllerRevisions kept per model.
     pub revision_history_limit: i64,
     /// Address of the read API.
@@ -213,6 +215,14 @@ pub async fn run(
         providers,
     );
     ctx.drift_interval = cfg.drift_interval;
+    ctx.checks = controller::check::Checks::new(
+        cfg.max_concurrent_rounds,
+        controller::check::Reporter {
+            client: client.clone(),
+            instance: cfg.identity.clone(),
+        },
+    );
+    ctx.triggers = Some(triggers.clone());
     ctx.revision_history_limit = cfg.revision_history_limit;
     let ctx = Arc::new(ctx);
     let config = ControllerConfig::default().concurrency(cfg.concurrency);
@@ -281,6 +291,7 @@ pub async fn run(
             Auth::None
         },
         ready: ready.clone(),
+        controller: ctx.clone(),
     });
     let api_listener = tokio::net::TcpListener::bind(cfg.api_addr).await?;
     tracing::info!(addr = %api_listener.local_addr()?, auth = cfg.api_auth, "serving the read API");

@@ -27,6 +27,94 @@ pub struct ErrorLabels {
     pub category: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CatalogLabels {
+    pub namespace: String,
+    pub catalog: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RoundLabels {
+    pub namespace: String,
+    pub catalog: String,
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabels {
+    pub namespace: String,
+    pub catalog: String,
+    pub state: String,
+}
+
+/// Metrics of the stale-registration checks (DESIGN 8).
+pub struct CheckMetrics {
+    /// Rounds per catalog and result (Completed, CatalogUnreachable, Skipped).
+    pub rounds: Family<RoundLabels, Counter>,
+    /// Declared registrations per catalog and state, as of the last recorded round.
+    pub registrations: Family<StateLabels, Gauge>,
+    /// Registrations removed by AutoRemove.
+    pub removed: Family<CatalogLabels, Counter>,
+    /// Renames detected (transitions).
+    pub renamed: Family<CatalogLabels, Counter>,
+    /// Latency of each probe request (a batch by name, or one lookup by id).
+    pub probe_latency: Histogram,
+    /// Probe requests sent (batches and id lookups).
+    pub probes: Counter<u64, AtomicU64>,
+    /// Rounds running now (bounded by `--max-concurrent-rounds`).
+    pub rounds_in_flight: Gauge<i64, std::sync::atomic::AtomicI64>,
+}
+
+impl CheckMetrics {
+    fn register(registry: &mut Registry) -> Self {
+        let m = Self {
+            rounds: Family::default(),
+            registrations: Family::default(),
+            removed: Family::default(),
+            renamed: Family::default(),
+            probe_latency: Histogram::new(exponential_buckets(0.0002, 2.0, 16)),
+            probes: Counter::default(),
+            rounds_in_flight: Gauge::default(),
+        };
+        registry.register(
+            "semops_check_rounds",
+            "Stale-registration check rounds per catalog and result",
+            m.rounds.clone(),
+        );
+        registry.register(
+            "semops_registrations",
+            "Declared registrations per catalog and state",
+            m.registrations.clone(),
+        );
+        registry.register(
+            "semops_registrations_removed",
+            "Registrations removed by AutoRemove",
+            m.removed.clone(),
+        );
+        registry.register(
+            "semops_registrations_renamed",
+            "Registered objects detected as renamed",
+            m.renamed.clone(),
+        );
+        registry.register(
+            "semops_probe_duration_seconds",
+            "Latency of catalog probe requests",
+            m.probe_latency.clone(),
+        );
+        registry.register(
+            "semops_probes",
+            "Catalog probe requests sent",
+            m.probes.clone(),
+        );
+        registry.register(
+            "semops_check_rounds_in_flight",
+            "Check rounds running now",
+            m.rounds_in_flight.clone(),
+        );
+        m
+    }
+}
+
 /// All metrics of one operator process.
 pub struct Metrics {
     pub registry: Registry,
@@ -37,6 +125,7 @@ pub struct Metrics {
     pub errors_by_category: Family<ErrorLabels, Counter>,
     pub is_leader: Gauge<i64, std::sync::atomic::AtomicI64>,
     pub events_published: Counter<u64, AtomicU64>,
+    pub checks: CheckMetrics,
 }
 
 impl Default for Metrics {
@@ -87,7 +176,9 @@ impl Default for Metrics {
             "Kubernetes Events published",
             events_published.clone(),
         );
+        let checks = CheckMetrics::register(&mut registry);
         Self {
+            checks,
             registry,
             reconcile_total,
             reconcile_errors,

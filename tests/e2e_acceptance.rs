@@ -572,6 +572,9 @@ fn condition(status: &Value, type_: &str) -> (String, String) {
 #[test]
 fn drift_is_reported_per_dataset_and_never_rebinds_by_itself() {
     let w = World::with_operator_args("drift", &["--drift-interval", "2s"]);
+    // Without a policy the catalog's periodic checks are off and only its model-bound sources
+    // are visited, every --drift-interval (rounds feeding drift are tested in e2e_checks).
+    support::env().kubectl_ok(&["delete", "reconcilepolicy", "strict", "-n", w.ns()]);
     w.apply(
         "m",
         "[{name: e, source: hr.$S.employees}, {name: d, source: hr.$S.departments}]",

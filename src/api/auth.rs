@@ -125,6 +125,19 @@ impl Auth {
         resource: &str,
         name: &str,
     ) -> Result<bool, kube::Error> {
+        self.may(caller, "get", namespace, resource, name).await
+    }
+
+    /// Whether `caller` may `verb` `resource/name` of group semops.io in `namespace`; `resource`
+    /// may name a subresource (`catalogs/reconcile`).
+    pub async fn may(
+        &self,
+        caller: &Caller,
+        verb: &str,
+        namespace: &str,
+        resource: &str,
+        name: &str,
+    ) -> Result<bool, kube::Error> {
         let Auth::Kubernetes(k) = self else {
             return Ok(true);
         };
@@ -132,9 +145,13 @@ impl Auth {
         let key = (
             caller.clone(),
             namespace.to_string(),
-            resource.to_string(),
+            format!("{verb} {resource}"),
             name.to_string(),
         );
+        let (resource, subresource) = match resource.split_once('/') {
+            Some((r, sub)) => (r, Some(sub.to_string())),
+            None => (resource, None),
+        };
         if let Some(hit) = decisions.get(&key) {
             return Ok(hit);
         }
@@ -145,9 +162,10 @@ impl Auth {
                 groups: Some(caller.groups.clone()),
                 resource_attributes: Some(ResourceAttributes {
                     namespace: Some(namespace.to_string()),
-                    verb: Some("get".into()),
+                    verb: Some(verb.into()),
                     group: Some("semops.io".into()),
                     resource: Some(resource.to_string()),
+                    subresource,
                     name: Some(name.to_string()),
                     ..Default::default()
                 }),

@@ -109,3 +109,15 @@ pub const INTERNAL: ApiError = e(
     "INTERNAL_ERROR",
     "internal error",
 );
+pub const NOT_LEADER: ApiError = e(
+    StatusCode::SERVICE_UNAVAILABLE,
+    1100,
+    "NOT_LEADER",
+    "only the leader replica records check rounds; retry (another replica may lead) or send dryRun=true",
+);
+pub const BAD_BODY: ApiError = e(
+    StatusCode::BAD_REQUEST,
+    1001,
+    "ILLEGAL_ARGUMENTS",
+    "the body must be empty or a JSON object like {\"dryRun\": true}",
+);

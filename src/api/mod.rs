@@ -2,6 +2,7 @@
 //! replica from its own watch caches and indexes.
 
 pub mod auth;
+pub mod checks;
 pub mod error;
 pub mod openapi;
 pub mod routes;
@@ -28,6 +29,8 @@ pub struct ApiState {
     pub providers: Arc<Registry>,
     pub auth: auth::Auth,
     pub ready: Arc<AtomicBool>,
+    /// The controllers' context: check rounds (reports, on-demand reconcile) run through it.
+    pub controller: Arc<crate::controller::Context>,
 }
 
 impl ApiState {
@@ -47,6 +50,10 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route(SCHEMA_METRICS, get(routes::schema_metrics))
         .route(MODELS, get(routes::list_models))
         .route(MODEL, get(routes::get_model))
+        .route(openapi::STALE_SCHEMAS, get(checks::stale_schemas))
+        .route(openapi::STALE_ENTITIES, get(checks::stale_entities))
+        .route(openapi::RECONCILE, axum::routing::post(checks::reconcile))
+        .route(openapi::REGISTRATIONS, get(checks::registrations))
         .route(
             "/openapi.json",
             get(|| async {

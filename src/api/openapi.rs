@@ -9,6 +9,8 @@ use super::routes::{EntityList, MetricList, ModelBody};
 
 /// A documented route.
 pub struct Route {
+    /// HTTP method: get or post.
+    pub method: &'static str,
     pub path: &'static str,
     pub summary: &'static str,
     pub response: &'static str,
@@ -26,14 +28,21 @@ pub const MODELS: &str = "/api/metalakes/{ns}/catalogs/{catalog}/schemas/{schema
 pub const MODEL: &str =
     "/api/metalakes/{ns}/catalogs/{catalog}/schemas/{schema}/semantic-models/{name}";
 
+pub const STALE_SCHEMAS: &str = "/api/metalakes/{ns}/catalogs/{catalog}/stale-schemas";
+pub const STALE_ENTITIES: &str = "/api/metalakes/{ns}/catalogs/{catalog}/stale-entities";
+pub const RECONCILE: &str = "/api/metalakes/{ns}/catalogs/{catalog}/reconcile";
+pub const REGISTRATIONS: &str = "/api/metalakes/{ns}/catalogs/{catalog}/registrations";
+
 pub const ROUTES: &[Route] = &[
     Route {
+        method: "get",
         path: SOURCE_DATASETS,
         summary: "Datasets of accepted semantic models bound to a table or view (full_name: catalog.schema.name, Ossie backtick quoting)",
         response: "EntityList",
         query: &[],
     },
     Route {
+        method: "get",
         path: SOURCE_DATASETS_BY_PARTS,
         summary: "The same lookup with the name in structured form",
         response: "EntityList",
@@ -44,21 +53,52 @@ pub const ROUTES: &[Route] = &[
         ],
     },
     Route {
+        method: "get",
         path: SCHEMA_METRICS,
         summary: "Metrics of the semantic models of a schema (identifiers, or definitions with details=true)",
         response: "EntityList or MetricList",
         query: &[("details", "true for MetricList")],
     },
     Route {
+        method: "get",
         path: MODELS,
         summary: "Semantic models of a schema",
         response: "EntityList",
         query: &[],
     },
     Route {
+        method: "get",
         path: MODEL,
         summary: "One semantic model's accepted definition, revision and metric ids",
         response: "ModelBody",
+        query: &[],
+    },
+    Route {
+        method: "get",
+        path: STALE_SCHEMAS,
+        summary: "Live report-only scan of the catalog: its stale Schema registrations (changes nothing)",
+        response: "StaleResponse",
+        query: &[],
+    },
+    Route {
+        method: "get",
+        path: STALE_ENTITIES,
+        summary: "Live report-only scan of the catalog: every registration that is Stale, Renamed or Removed (changes nothing)",
+        response: "StaleResponse",
+        query: &[],
+    },
+    Route {
+        method: "post",
+        path: RECONCILE,
+        summary: "Run a check round now (body {\"dryRun\": true} reports only; otherwise the catalog's policy applies, leader only). Needs create on catalogs/reconcile",
+        response: "StaleResponse",
+        query: &[],
+    },
+    Route {
+        method: "get",
+        path: REGISTRATIONS,
+        summary: "The catalog's registrations with their owner, tags and properties, as of the last round (removed ones withdrawn)",
+        response: "RegistrationList",
         query: &[],
     },
 ];
@@ -72,6 +112,18 @@ pub fn document() -> Value {
         ("MetricList", generator.subschema_for::<MetricList>()),
         ("ModelBody", generator.subschema_for::<ModelBody>()),
         ("Error", generator.subschema_for::<Envelope>()),
+        (
+            "StaleResponse",
+            generator.subschema_for::<super::checks::StaleResponse>(),
+        ),
+        (
+            "RegistrationList",
+            generator.subschema_for::<super::checks::RegistrationList>(),
+        ),
+        (
+            "ReconcileRequest",
+            generator.subschema_for::<super::checks::ReconcileRequest>(),
+        ),
     ] {
         schemas.insert(name.into(), schema.to_value());
     }
@@ -95,18 +147,19 @@ pub fn document() -> Value {
             other => reference(other),
         };
         let error = json!({"description": "error envelope", "content": {"application/json": {"schema": reference("Error")}}});
-        paths.insert(
-            r.path.into(),
-            json!({"get": {
-                "summary": r.summary,
-                "parameters": parameters,
-                "security": [{"bearer": []}],
-                "responses": {
-                    "200": {"description": "success", "content": {"application/json": {"schema": ok}}},
-                    "400": error, "401": error, "403": error, "404": error, "502": error, "503": error
-                }
-            }}),
-        );
+        let mut operation = json!({
+            "summary": r.summary,
+            "parameters": parameters,
+            "security": [{"bearer": []}],
+            "responses": {
+                "200": {"description": "success", "content": {"application/json": {"schema": ok}}},
+                "400": error, "401": error, "403": error, "404": error, "502": error, "503": error
+            }
+        });
+        if r.method == "post" {
+            operation["requestBody"] = json!({"required": false, "content": {"application/json": {"schema": reference("ReconcileRequest")}}});
+        }
+        paths.insert(r.path.into(), json!({ r.method: operation }));
     }
     json!({
         "openapi": "3.0.3",

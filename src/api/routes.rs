@@ -50,7 +50,7 @@ pub struct MetricList {
     pub metrics: Vec<MetricEntry>,
 }
 
-fn ok<T: Serialize>(body: T) -> Response {
+pub(super) fn ok<T: Serialize>(body: T) -> Response {
     ([("cache-control", "private, no-store")], Json(body)).into_response()
 }
 
@@ -62,7 +62,7 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
         .strip_prefix("Bearer ")
 }
 
-async fn caller(state: &ApiState, headers: &HeaderMap) -> Result<Caller, ApiError> {
+pub(super) async fn caller(state: &ApiState, headers: &HeaderMap) -> Result<Caller, ApiError> {
     if !state.is_ready() {
         return Err(error::NOT_READY);
     }
@@ -76,7 +76,7 @@ async fn caller(state: &ApiState, headers: &HeaderMap) -> Result<Caller, ApiErro
     }
 }
 
-async fn require(
+pub(super) async fn require(
     state: &ApiState,
     who: &Caller,
     ns: &str,
@@ -117,7 +117,7 @@ async fn visible_to(
     out
 }
 
-fn catalog(state: &ApiState, ns: &str, name: &str) -> Result<Arc<Catalog>, ApiError> {
+pub(super) fn catalog(state: &ApiState, ns: &str, name: &str) -> Result<Arc<Catalog>, ApiError> {
     state
         .stores
         .catalogs

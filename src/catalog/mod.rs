@@ -4,6 +4,7 @@
 
 pub mod credentials;
 pub mod mysql;
+pub mod observe;
 pub mod postgres;
 pub mod registry;
 

@@ -1,5 +1,5 @@
-//! Catalog reconciler: effective policy (DESIGN 5.2) and declared-registration sanity.
-//! Reachability (providers) and check rounds arrive with their own issues.
+//! Catalog reconciler: effective policy (DESIGN 5.2), reachability, the protection finalizer and
+//! the check-round schedule (DESIGN 5.3); the rounds themselves are in `check`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -12,17 +12,21 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Api, ResourceExt};
 
+use super::check;
 use super::status::write_status_if_changed;
 use super::{Context, Error};
 use crate::catalog::CatalogProvider;
 use crate::catalog::registry::AnyProvider;
 use crate::catalog::registry::settings_from;
+use crate::crd::CHECK_REQUESTED_ANNOTATION;
+use crate::crd::catalog::CheckResult;
 use crate::crd::catalog::Provider;
 use crate::crd::conditions::{self, Desired, Status};
 use crate::crd::{
     CATALOG_PROTECTION_FINALIZER, Catalog, CatalogStatus, ReconcilePolicy, SemanticModel,
 };
 use crate::policy::resolve::{CatalogView, PolicyView};
+use crate::policy::schedule::{Periodic, Trigger, Visit, next_visit};
 use crate::policy::{OperatorDefaults, effective_policy};
 
 pub const CONTROLLER: &str = "catalog";
@@ -113,11 +117,10 @@ pub fn desired_status(
             format!("effective policy: {}", describe(&resolution.effective)),
         )
     };
-    // RegistrationsCurrent belongs to the check rounds: keep whatever they wrote.
     let kept = previous
         .conditions
         .iter()
-        .filter(|c| c.type_ != "Ready" && c.type_ != "Reachable")
+        .filter(|c| !["Ready", "Reachable", "RegistrationsCurrent"].contains(&c.type_.as_str()))
         .cloned();
     let mut conds = conditions::merge(
         &previous.conditions,
@@ -126,13 +129,40 @@ pub fn desired_status(
         now,
     );
     conds.extend(kept);
-    CatalogStatus {
+    let managed = cat.spec.provider == Provider::Managed;
+    if managed {
+        conds.extend(conditions::merge(
+            &previous.conditions,
+            vec![Desired::new(
+                "RegistrationsCurrent",
+                Status::True,
+                "Managed",
+                "a managed catalog's registrations are its own and never probed",
+            )],
+            generation,
+            now,
+        ));
+    } else {
+        // Keep the previous RegistrationsCurrent for `with_states` to merge against.
+        conds.extend(conditions::find(&previous.conditions, "RegistrationsCurrent").cloned());
+    }
+    let base = CatalogStatus {
         observed_generation: generation,
         conditions: conds,
         effective_policy: Some(resolution.effective),
         registration_count: Some(cat.spec.registrations.len() as i64),
-        ..previous
+        ..previous.clone()
+    };
+    if managed {
+        return CatalogStatus {
+            registrations: vec![],
+            stale_count: None,
+            ..base
+        };
     }
+    // Spec edits show at once: new entries are Pending, deleted ones leave status.
+    let states = crate::reconcile::plan::align(&cat.spec.registrations, &previous.registrations);
+    super::check::with_states(base, states, generation, now)
 }
 
 fn describe(p: &crate::crd::catalog::EffectivePolicy) -> String {
@@ -142,6 +172,23 @@ fn describe(p: &crate::crd::catalog::EffectivePolicy) -> String {
         p.mode,
         p.interval,
         if p.enabled { "enabled" } else { "disabled" }
+    )
+}
+
+/// The `Reachable=True` verdict; one text for connection checks, rounds and source visits, so
+/// alternating between them writes nothing.
+pub fn connected(cat: &Catalog) -> Desired {
+    let endpoint = cat
+        .spec
+        .connection
+        .as_ref()
+        .map(|c| format!("{}:{}", c.host, c.port))
+        .unwrap_or_default();
+    Desired::new(
+        "Reachable",
+        Status::True,
+        "Connected",
+        format!("connected to {endpoint}"),
     )
 }
 
@@ -232,12 +279,7 @@ async fn check_reachable(ctx: &Context, cat: &Catalog) -> Result<Desired, Error>
         }
     };
     Ok(match provider.check_connection().await {
-        Ok(()) => Desired::new(
-            "Reachable",
-            Status::True,
-            "Connected",
-            format!("connected to {endpoint}"),
-        ),
+        Ok(()) => connected(cat),
         Err(e) => Desired::new(
             "Reachable",
             Status::False,
@@ -256,16 +298,81 @@ pub async fn reconcile(cat: Arc<Catalog>, ctx: Arc<Context>) -> Result<Action, E
     if let Some(action) = protect(&ctx, &cat, &hosted).await? {
         return Ok(action);
     }
-    let reachable = check_reachable(&ctx, &cat).await?;
-    let connected = reachable.status == Status::True;
     let policies = ctx.stores.policies_in(&ns);
+    let managed = cat.spec.provider == Provider::Managed;
+    let settings = check::round_settings(&cat, &policies, &ctx.defaults);
+    let periodic = Periodic {
+        enabled: settings.periodic.enabled && !managed,
+        ..settings.periodic
+    };
+    let previous = cat.status.clone().unwrap_or_default();
+    let visit = next_visit(
+        periodic,
+        previous.next_check_at.as_ref().map(|t| t.0),
+        cat.annotations()
+            .get(CHECK_REQUESTED_ANNOTATION)
+            .map(String::as_str),
+        previous.observed_check_request.as_deref(),
+        k8s_openapi::jiff::Timestamp::now(),
+        rand::random(),
+    );
+    let next_check_at = match visit {
+        Visit::Now(trigger) => {
+            let round = check::run_round(&ctx, &cat, trigger, check::Act::Record).await?;
+            return Ok(Action::requeue(until(round.next_check_at.as_ref()).min(
+                if round.result == CheckResult::CatalogUnreachable {
+                    RECHECK_UNREACHABLE
+                } else {
+                    RECHECK_CONNECTED
+                },
+            )));
+        }
+        Visit::Schedule(at) | Visit::Wait(at) => Some(Time(at)),
+        Visit::Off => None,
+    };
+    let key = registry_key(&cat);
+    // Models bind sources here (the model controller notes it at once; the cache may lag).
+    let sources_only = !managed
+        && !periodic.enabled
+        && (ctx.checks.is_bound(&key)
+            || !check::bound_sources(&ctx, &ns, &cat.name_any()).is_empty());
+    let mut wake = RECHECK_CONNECTED;
+    let round_failed = previous.last_check.as_ref().map(|l| l.result)
+        == Some(CheckResult::CatalogUnreachable)
+        && conditions::find(&previous.conditions, "Reachable").is_some_and(|c| c.status == "False");
+    let reachable = if managed {
+        check_reachable(&ctx, &cat).await?
+    } else if round_failed {
+        // A passing `SELECT 1` proves nothing about probes that failed (e.g. a revoked
+        // privilege): until the next recorded round, recovery is judged by a dry-run round.
+        check::run_round(&ctx, &cat, Trigger::Periodic, check::Act::DryRun)
+            .await?
+            .reachable
+    } else if sources_only {
+        match ctx.checks.source_visit_due(&key, ctx.drift_interval) {
+            None => check::visit_sources(&ctx, &cat).await?,
+            Some(left) => {
+                wake = wake.min(left);
+                check_reachable(&ctx, &cat).await?
+            }
+        }
+    } else {
+        check_reachable(&ctx, &cat).await?
+    };
+    if sources_only && let Some(left) = ctx.checks.next_source_visit(&key) {
+        wake = wake.min(left);
+    }
+    let connected = reachable.status == Status::True;
     let now = Time(k8s_openapi::jiff::Timestamp::now());
-    let before = cat
-        .status
-        .as_ref()
-        .and_then(|s| conditions::find(&s.conditions, "Reachable"))
+    let before = previous
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Reachable")
         .cloned();
-    let desired = desired_status(&cat, &policies, &ctx.defaults, reachable, &now);
+    let desired = CatalogStatus {
+        next_check_at: next_check_at.clone(),
+        ..desired_status(&cat, &policies, &ctx.defaults, reachable, &now)
+    };
     let after = conditions::find(&desired.conditions, "Reachable").cloned();
     if write_status_if_changed(&ctx, CONTROLLER, cat.as_ref(), desired).await?
         && let Some(after) = after
@@ -287,12 +394,23 @@ pub async fn reconcile(cat: Arc<Catalog>, ctx: Arc<Context>) -> Result<Action, E
         )
         .await;
     }
-    // Re-check reachability (and pick up a rotated Secret) periodically; sooner while failing.
-    Ok(Action::requeue(if connected {
-        RECHECK_CONNECTED
+    // Re-check reachability (and pick up a rotated Secret) periodically; sooner while failing;
+    // never later than the next round.
+    let recheck = if connected {
+        wake
     } else {
-        RECHECK_UNREACHABLE
-    }))
+        RECHECK_UNREACHABLE.min(wake)
+    };
+    Ok(Action::requeue(until(next_check_at.as_ref()).min(recheck)))
+}
+
+/// Time left until `at` (zero when past; a long wait when there is none).
+fn until(at: Option<&Time>) -> Duration {
+    at.map(|t| {
+        let left = k8s_openapi::jiff::Timestamp::now().duration_until(t.0);
+        Duration::try_from(left).unwrap_or(Duration::ZERO)
+    })
+    .unwrap_or(Duration::from_secs(24 * 3600))
 }
 
 /// Names of the models whose home is `catalog` (models that only read its tables do not count).
@@ -352,6 +470,7 @@ async fn protect(ctx: &Context, cat: &Catalog, hosted: &[String]) -> Result<Opti
         }
         if hosted.is_empty() && cat.metadata.deletion_timestamp.is_some() {
             ctx.providers.remove(&registry_key(cat));
+            ctx.checks.forget(&registry_key(cat));
             return Ok(Some(Action::await_change())); // released: the Catalog is gone
         }
     }
@@ -456,12 +575,7 @@ mod tests {
         let mut c = catalog("provider: managed");
         let foreign = conditions::merge(
             &[],
-            vec![Desired::new(
-                "RegistrationsCurrent",
-                Status::True,
-                "AllLive",
-                "",
-            )],
+            vec![Desired::new("Audited", Status::True, "ByPlatformTeam", "")],
             Some(4),
             &now(),
         );

@@ -2,6 +2,7 @@
 //! status at most once, only when it changed and only while this replica leads.
 
 pub mod catalog;
+pub mod check;
 pub mod policy;
 pub mod semantic_model;
 mod status;
@@ -48,6 +49,9 @@ impl Stores {
     }
 }
 
+/// Check rounds running at once across all catalogs, unless `--max-concurrent-rounds` says.
+pub const DEFAULT_MAX_CONCURRENT_ROUNDS: usize = 4;
+
 /// Everything a reconcile needs.
 pub struct Context {
     pub client: Client,
@@ -62,10 +66,14 @@ pub struct Context {
     pub drift_interval: Duration,
     /// ControllerRevisions kept per model (`--revision-history-limit`).
     pub revision_history_limit: i64,
+    /// Check rounds: global bound, per-catalog serialization, the drift feed.
+    pub checks: check::Checks,
+    /// Requeues models when a round fed new drift (set by `run`).
+    pub triggers: Option<Triggers>,
     failures: Mutex<HashMap<String, u32>>,
-    /// When each model's sources were last re-probed; in memory only, so steady state costs
-    /// probes but no writes (a restart just checks again after a jittered interval).
-    drift_checked: Mutex<HashMap<String, Instant>>,
+    /// When each model's sources were last resolved (in memory): drift from a round older than
+    /// that describes sources the model no longer has, and is ignored.
+    sources_resolved: Mutex<HashMap<String, Instant>>,
 }
 
 impl Context {
@@ -79,7 +87,6 @@ impl Context {
         providers: Arc<crate::catalog::registry::Registry>,
     ) -> Self {
         Self {
-            client,
             stores,
             leader,
             metrics,
@@ -88,28 +95,34 @@ impl Context {
             providers,
             drift_interval: Duration::from_secs(600),
             revision_history_limit: 10,
+            checks: check::Checks::new(
+                DEFAULT_MAX_CONCURRENT_ROUNDS,
+                check::Reporter {
+                    client: client.clone(),
+                    instance: check::REPORTER.into(),
+                },
+            ),
+            client,
+            triggers: None,
             failures: Mutex::default(),
-            drift_checked: Mutex::default(),
+            sources_resolved: Mutex::default(),
         }
     }
 
-    /// Whether a model's drift check is due (never checked, or checked half an interval ago).
-    pub fn drift_check_due(&self, uid: &str) -> bool {
-        let map = self.drift_checked.lock().expect("drift map poisoned");
-        map.get(uid)
-            .is_none_or(|at| at.elapsed() >= self.drift_interval / 2)
-    }
-
-    pub fn record_drift_check(&self, uid: &str) {
-        self.drift_checked
+    /// A model's sources were just resolved: older drift observations no longer apply to it.
+    pub fn mark_sources_resolved(&self, uid: &str) {
+        self.sources_resolved
             .lock()
-            .expect("drift map poisoned")
+            .expect("resolution map poisoned")
             .insert(uid.to_string(), Instant::now());
     }
 
-    /// Sources were just resolved: the next drift check waits a full interval.
-    pub fn forget_drift_check(&self, uid: &str) {
-        self.record_drift_check(uid);
+    pub fn sources_resolved_at(&self, uid: &str) -> Option<Instant> {
+        self.sources_resolved
+            .lock()
+            .expect("resolution map poisoned")
+            .get(uid)
+            .copied()
     }
 
     /// Publishes an Event; failures are logged, never fatal (Events are best effort).

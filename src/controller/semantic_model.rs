@@ -186,7 +186,7 @@ pub async fn reconcile(model: Arc<SemanticModel>, ctx: Arc<Context>) -> Result<A
         Change::NoOp => {
             let mut conds = accepted_conditions(&accepted, valid_ok);
             let mut next = accepted.clone();
-            match refresh_drift(&ctx, &model, &catalogs.0, &accepted).await? {
+            match drift_from_rounds(&ctx, &model, &accepted) {
                 DriftCheck::NotDue => conds.extend(keep_condition(&accepted, "SourcesCurrent")),
                 DriftCheck::Unknown(message) => {
                     conds.push(Desired::new(
@@ -218,11 +218,8 @@ pub async fn reconcile(model: Arc<SemanticModel>, ctx: Arc<Context>) -> Result<A
             }
             let status = status_with(&model, next, conds, &now);
             commit(&ctx, &model, status).await?;
-            return Ok(Action::requeue(crate::policy::schedule::jittered(
-                ctx.drift_interval,
-                0.2,
-                rand::random(),
-            )));
+            // Drift arrives with the check rounds of the catalogs (they requeue this model).
+            return Ok(Action::await_change());
         }
         Change::Preserve => (
             SemanticModelStatus {
@@ -339,7 +336,8 @@ pub async fn reconcile(model: Arc<SemanticModel>, ctx: Arc<Context>) -> Result<A
     let replaced = sources_resolved.is_some();
     conds.extend(sources_resolved.or_else(|| keep_condition(&accepted, "SourcesResolved")));
     if replaced {
-        ctx.forget_drift_check(&model.uid().unwrap_or_default());
+        ctx.mark_sources_resolved(&model.uid().unwrap_or_default());
+        notice_bound_catalogs(&ctx, &ns, &next.source_associations);
         conds.push(Desired::new(
             "SourcesCurrent",
             Status::True,
@@ -361,11 +359,27 @@ pub async fn reconcile(model: Arc<SemanticModel>, ctx: Arc<Context>) -> Result<A
         format!("revision {revision} accepted ({change:?})"),
     )
     .await;
-    Ok(Action::requeue(crate::policy::schedule::jittered(
-        ctx.drift_interval,
-        0.2,
-        rand::random(),
-    )))
+    Ok(Action::await_change())
+}
+
+/// A catalog learns that models bind its sources (so its source visits start) once per process.
+fn notice_bound_catalogs(
+    ctx: &Context,
+    ns: &str,
+    associations: &[crate::crd::semantic_model::SourceAssociation],
+) {
+    let Some(t) = &ctx.triggers else { return };
+    let mut fresh: Vec<&str> = associations
+        .iter()
+        .map(|a| a.source.catalog.as_str())
+        .filter(|c| ctx.checks.note_bound(&format!("{ns}/{c}")))
+        .collect();
+    fresh.dedup();
+    t.requeue_catalogs(
+        fresh
+            .into_iter()
+            .map(|c| kube::runtime::reflector::ObjectRef::new(c).within(ns)),
+    );
 }
 
 enum DriftCheck {
@@ -376,69 +390,59 @@ enum DriftCheck {
     Checked(Vec<crate::crd::semantic_model::SourceDrift>),
 }
 
-/// Re-probes the model's bound sources when its drift check is due (model-side refresh until
-/// the stale-registration rounds feed drift). Never rebinds.
-async fn refresh_drift(
+/// Drift of the model's bound sources, from what the latest check rounds of their catalogs saw
+/// (DESIGN 5.4: rounds feed model drift). Never probes and never rebinds. A catalog without a
+/// round since the sources were resolved (or since this process started) leaves status as is.
+fn drift_from_rounds(
     ctx: &Context,
     model: &SemanticModel,
-    catalogs: &[Arc<Catalog>],
     accepted: &SemanticModelStatus,
-) -> Result<DriftCheck, Error> {
-    if accepted.source_associations.is_empty()
-        || !ctx.drift_check_due(&model.uid().unwrap_or_default())
-    {
-        return Ok(DriftCheck::NotDue);
+) -> DriftCheck {
+    if accepted.source_associations.is_empty() {
+        return DriftCheck::NotDue;
     }
-    let mut by_catalog: HashMap<&str, Vec<&crate::crd::semantic_model::SourceAssociation>> =
-        HashMap::new();
-    for a in &accepted.source_associations {
-        by_catalog
-            .entry(a.source.catalog.as_str())
-            .or_default()
-            .push(a);
-    }
+    let ns = model.namespace().unwrap_or_default();
+    let resolved_at = ctx.sources_resolved_at(&model.uid().unwrap_or_default());
     let mut by_name = HashMap::new();
     let mut by_id = HashMap::new();
-    for (catalog_name, assocs) in by_catalog {
-        let unknown = |why: String| {
-            Ok(DriftCheck::Unknown(format!(
-                "Catalog {catalog_name:?}: {why}"
-            )))
+    let mut catalogs: Vec<&str> = accepted
+        .source_associations
+        .iter()
+        .map(|a| a.source.catalog.as_str())
+        .collect();
+    catalogs.sort();
+    catalogs.dedup();
+    for catalog_name in catalogs {
+        let Some(feed) = ctx.checks.feed(&format!("{ns}/{catalog_name}")) else {
+            return DriftCheck::NotDue;
         };
-        let Some(cat) = catalogs.iter().find(|c| c.name_any() == catalog_name) else {
-            return unknown("not found".into());
+        if resolved_at.is_some_and(|r| feed.at < r) {
+            return DriftCheck::NotDue;
+        }
+        let seen = match feed.seen {
+            Ok(seen) => seen,
+            Err(why) => return DriftCheck::Unknown(format!("Catalog {catalog_name:?}: {why}")),
         };
-        let provider = match super::catalog::provider_for(ctx, cat).await? {
-            Ok((p, _)) => p,
-            Err(no) => return unknown(format!("{}: {}", no.reason, no.message)),
-        };
-        let mut targets: Vec<ProbeTarget> = assocs.iter().map(|a| drift::target_of(a)).collect();
-        targets.sort();
-        targets.dedup();
-        let answers = match provider.probe(&targets).await {
-            Ok(a) => a,
-            Err(e) => return unknown(format!("{}: {e}", e.category())),
-        };
-        for (t, answer) in targets.into_iter().zip(answers) {
-            if answer == Probe::Absent {
-                for a in assocs.iter().filter(|a| drift::target_of(a) == t) {
-                    match provider.find_by_id(&a.id).await {
-                        Ok(found) => {
-                            by_id.insert(a.id.clone(), found);
-                        }
-                        Err(e) => return unknown(format!("{}: {e}", e.category())),
-                    }
-                }
+        for a in accepted
+            .source_associations
+            .iter()
+            .filter(|a| a.source.catalog == catalog_name)
+        {
+            let t = drift::target_of(a);
+            let Some(answer) = seen.by_name.get(&t) else {
+                return DriftCheck::NotDue; // bound after that round: wait for the next one
+            };
+            if let Some(found) = seen.by_id.get(&a.id) {
+                by_id.insert(a.id.clone(), found.clone());
             }
-            by_name.insert((catalog_name.to_string(), t), answer);
+            by_name.insert((catalog_name.to_string(), t), answer.clone());
         }
     }
-    ctx.record_drift_check(&model.uid().unwrap_or_default());
-    Ok(DriftCheck::Checked(drift::classify(
+    DriftCheck::Checked(drift::classify(
         &accepted.source_associations,
         &by_name,
         &by_id,
-    )))
+    ))
 }
 
 /// Conditions of an already accepted, unchanged model.

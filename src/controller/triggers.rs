@@ -45,6 +45,16 @@ impl Triggers {
         )
     }
 
+    /// Requeues models from outside the watch taps (a check round fed their drift).
+    pub fn requeue_models(&self, refs: impl IntoIterator<Item = ObjectRef<SemanticModel>>) {
+        self.send_models(refs);
+    }
+
+    /// Requeues catalogs from outside the watch taps (a model bound sources in them).
+    pub fn requeue_catalogs(&self, refs: impl IntoIterator<Item = ObjectRef<Catalog>>) {
+        self.send_catalogs(refs);
+    }
+
     fn send_models(&self, refs: impl IntoIterator<Item = ObjectRef<SemanticModel>>) {
         refs.into_iter()
             .for_each(|r| drop(self.models.unbounded_send(r)));

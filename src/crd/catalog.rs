@@ -203,6 +203,9 @@ pub struct CatalogStatus {
     /// The last stale-registration check round.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_check: Option<LastCheck>,
+    /// The last `semops.io/check-requested` token a round answered (so it runs once per token).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_check_request: Option<String>,
     /// When the next periodic check is due; survives operator restarts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_check_at: Option<Time>,
@@ -271,7 +274,7 @@ pub struct LastCheck {
 }
 
 /// Outcome of a check round.
-#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CheckResult {
     Completed,
     CatalogUnreachable,
@@ -292,7 +295,7 @@ pub struct RegistrationStatus {
     /// Recorded native id (survives renames, changes on drop + create).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
-    /// Live, Stale, Renamed or Removed.
+    /// Pending, Live, Stale, Renamed or Removed.
     pub state: RegistrationState,
     /// When the registration entered this state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -308,6 +311,8 @@ pub struct RegistrationStatus {
 /// Lifecycle state of a registration.
 #[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RegistrationState {
+    /// Declared but not checked by a round yet.
+    Pending,
     Live,
     Stale,
     Renamed,

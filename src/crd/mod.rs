@@ -19,6 +19,8 @@ use kube::CustomResourceExt;
 pub const GROUP: &str = "semops.io";
 /// Finalizer that keeps a Catalog until the SemanticModels it hosts are gone (DESIGN 2).
 pub const CATALOG_PROTECTION_FINALIZER: &str = "semops.io/catalog-protection";
+/// Annotation asking for a check round soon; its value is echoed in `status.lastCheck.trigger`.
+pub const CHECK_REQUESTED_ANNOTATION: &str = "semops.io/check-requested";
 
 /// All CRDs in a stable order (the order of `semops crd` and of `crds/`).
 pub fn all_crds() -> Vec<(&'static str, CustomResourceDefinition)> {

@@ -1,4 +1,5 @@
-//! Stale-registration checks (DESIGN 5). This room holds the pure decisions of a round; the
-//! scheduling loop and the Catalog-controller wiring are not built yet (README, Status).
+//! Stale-registration checks (DESIGN 5): the pure decisions of a round. The I/O (probing, status,
+//! Events) lives in `controller::check`.
 
+pub mod plan;
 pub mod round;

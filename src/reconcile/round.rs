@@ -140,12 +140,6 @@ pub fn classify(
     out
 }
 
-/// The first visit of a new Catalog: a uniform random point of one interval (DESIGN 5.3), so
-/// catalogs created together are not probed together.
-pub fn first_visit_after(interval: std::time::Duration, u: f64) -> std::time::Duration {
-    interval.mul_f64(u.clamp(0.0, 1.0))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,16 +288,5 @@ mod tests {
             RegistrationState::Stale,
             "the rest waits for the next round"
         );
-    }
-
-    #[test]
-    fn the_first_visit_is_within_one_interval() {
-        let i = std::time::Duration::from_secs(3600);
-        assert_eq!(first_visit_after(i, 0.0), std::time::Duration::ZERO);
-        assert_eq!(
-            first_visit_after(i, 0.5),
-            std::time::Duration::from_secs(1800)
-        );
-        assert!(first_visit_after(i, 7.0) <= i);
     }
 }

@@ -123,6 +123,16 @@ impl Server {
         );
     }
 
+    /// Stops (`stop`) or restarts (`start`) a PostgreSQL server started by hack/postgres.
+    pub fn pg_ctl(&self, action: &str) {
+        let out = Command::new(format!("{ROOT}/hack/postgres"))
+            .args([action, self.dir.to_str().unwrap()])
+            .stderr(Stdio::inherit())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "hack/postgres {action} failed");
+    }
+
     pub fn mysql(&self, sql: &str) {
         let out = Command::new("mariadb")
             .args([

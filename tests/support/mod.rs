@@ -13,6 +13,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+pub mod checks;
 pub mod db;
 
 pub const ROOT: &str = env!("CARGO_MANIFEST_DIR");

@@ -1,0 +1,199 @@
+//! Stale report and on-demand reconcile (DESIGN 6.4). Reports are live report-only scans (no
+//! cache, so every replica answers correctly); a recorded round runs only on the leader.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+
+use super::ApiState;
+use super::error::{self, ApiError};
+use super::routes::{caller, catalog, ok, require};
+use crate::controller::check::{Act, run_round};
+use crate::crd::catalog::{RegistrationState, RegistrationStatus};
+use crate::crd::policy::RegistrationKind;
+use crate::policy::schedule::Trigger;
+use crate::reconcile::plan::{self, StaleReport};
+
+/// The stale report in Gravitino's envelope (`code: 0`).
+#[derive(Serialize, schemars::JsonSchema)]
+pub struct StaleResponse {
+    pub code: i32,
+    #[serde(flatten)]
+    pub report: StaleReport,
+}
+
+/// `POST .../reconcile` body.
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReconcileRequest {
+    /// true: report only, change nothing. Absent: follow the catalog's policy.
+    #[serde(default)]
+    pub dry_run: Option<bool>,
+}
+
+/// One registration with the metadata attached to it (removed ones are not served).
+#[derive(Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RegistrationEntry {
+    pub kind: RegistrationKind,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
+    pub name: String,
+    /// The object's name now, when it was renamed in the catalog.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub current_name: Option<String>,
+    pub state: RegistrationState,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    pub tags: Vec<String>,
+    pub properties: std::collections::BTreeMap<String, String>,
+}
+
+#[derive(Serialize, schemars::JsonSchema)]
+pub struct RegistrationList {
+    pub code: i32,
+    pub registrations: Vec<RegistrationEntry>,
+}
+
+async fn scan(
+    state: &ApiState,
+    headers: &HeaderMap,
+    ns: &str,
+    name: &str,
+    verb: &str,
+    resource: &str,
+    act: Act,
+) -> Result<StaleReport, ApiError> {
+    let who = caller(state, headers).await?;
+    match state.auth.may(&who, verb, ns, resource, name).await {
+        Ok(true) => {}
+        Ok(false) => return Err(error::FORBIDDEN),
+        Err(e) => {
+            tracing::warn!(error = %e, "SubjectAccessReview failed");
+            return Err(error::INTERNAL);
+        }
+    }
+    let cat = catalog(state, ns, name)?;
+    if act == Act::Record && !state.controller.leader.is_leading() {
+        return Err(error::NOT_LEADER);
+    }
+    match run_round(&state.controller, &cat, Trigger::Api, act).await {
+        Ok(r) => Ok(r.report),
+        Err(crate::controller::Error::NotLeader) => Err(error::NOT_LEADER),
+        Err(e) => {
+            tracing::warn!(error = %e, catalog = %format!("{ns}/{name}"), "check round failed");
+            Err(error::INTERNAL)
+        }
+    }
+}
+
+pub async fn stale_schemas(
+    State(state): State<Arc<ApiState>>,
+    Path((ns, name)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    match scan(&state, &headers, &ns, &name, "get", "catalogs", Act::DryRun).await {
+        Ok(mut report) => {
+            report.stale_entities.clear();
+            ok(StaleResponse { code: 0, report })
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+pub async fn stale_entities(
+    State(state): State<Arc<ApiState>>,
+    Path((ns, name)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    match scan(&state, &headers, &ns, &name, "get", "catalogs", Act::DryRun).await {
+        Ok(report) => ok(StaleResponse { code: 0, report }),
+        Err(e) => e.into_response(),
+    }
+}
+
+pub async fn reconcile(
+    State(state): State<Arc<ApiState>>,
+    Path((ns, name)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let request: ReconcileRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        ReconcileRequest::default()
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(r) => r,
+            Err(_) => return error::BAD_BODY.into_response(),
+        }
+    };
+    let act = if request.dry_run == Some(true) {
+        Act::DryRun
+    } else {
+        Act::Record
+    };
+    match scan(
+        &state,
+        &headers,
+        &ns,
+        &name,
+        "create",
+        "catalogs/reconcile",
+        act,
+    )
+    .await
+    {
+        Ok(report) => ok(StaleResponse { code: 0, report }),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// `GET .../catalogs/{c}/registrations`: the declared registrations and their metadata, as of
+/// the last recorded round. Removed registrations are withdrawn.
+pub async fn registrations(
+    State(state): State<Arc<ApiState>>,
+    Path((ns, name)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    let served = async {
+        let who = caller(&state, &headers).await?;
+        require(&state, &who, &ns, "catalogs", &name).await?;
+        let cat = catalog(&state, &ns, &name)?;
+        let recorded = cat
+            .status
+            .as_ref()
+            .map(|s| s.registrations.as_slice())
+            .unwrap_or_default();
+        let states = plan::align(&cat.spec.registrations, recorded);
+        Ok::<_, ApiError>(RegistrationList {
+            code: 0,
+            registrations: cat
+                .spec
+                .registrations
+                .iter()
+                .zip(states)
+                .filter(|(_, s)| s.state != RegistrationState::Removed)
+                .map(|(r, s): (_, RegistrationStatus)| RegistrationEntry {
+                    kind: r.kind,
+                    schema: r.schema.clone(),
+                    name: r.name.clone(),
+                    current_name: s.renamed_to,
+                    state: s.state,
+                    id: s.id,
+                    owner: r.owner.clone(),
+                    tags: r.tags.clone(),
+                    properties: r.properties.clone(),
+                })
+                .collect(),
+        })
+    };
+    match served.await {
+        Ok(list) => ok(list),
+        Err(e) => e.into_response(),
+    }
+}

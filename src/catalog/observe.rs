@@ -1,0 +1,85 @@
+//! One round's questions to a catalog: the planned targets probed by name in batches (bounded
+//! concurrency, a deadline per batch), then the recorded ids of absent names looked up by id.
+//! The first infrastructure failure fails the whole observation: a round never acts on part of
+//! an answer.
+
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+
+use super::{CatalogProvider, Probe, ProbeTarget, ProviderError, with_deadline};
+use crate::reconcile::plan::{Observations, Target};
+
+/// How a round may load the catalog (from the policy's `probe` settings).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProbeLimits {
+    pub timeout: Duration,
+    pub concurrency: usize,
+    pub batch_size: usize,
+}
+
+impl Default for ProbeLimits {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(5),
+            concurrency: 4,
+            batch_size: 200,
+        }
+    }
+}
+
+/// Probes every target and looks up the ids of absent ones. `on_probe` sees each request's
+/// latency (for the probe-latency metric).
+pub async fn observe<P: CatalogProvider>(
+    provider: &P,
+    targets: &[Target],
+    limits: ProbeLimits,
+    on_probe: &(dyn Fn(Duration) + Send + Sync),
+) -> Result<Observations, ProviderError> {
+    let concurrency = limits.concurrency.max(1);
+    let batches: Vec<Vec<ProbeTarget>> = targets
+        .chunks(limits.batch_size.max(1))
+        .map(|c| c.iter().map(|t| t.target.clone()).collect())
+        .collect();
+    let answered: Vec<(Vec<ProbeTarget>, Vec<Probe>)> = futures::stream::iter(batches)
+        .map(|batch| async move {
+            let started = Instant::now();
+            let answers = with_deadline(limits.timeout, provider.probe(&batch)).await?;
+            on_probe(started.elapsed());
+            if answers.len() != batch.len() {
+                return Err(ProviderError::Protocol(format!(
+                    "{} answers to {} probes",
+                    answers.len(),
+                    batch.len()
+                )));
+            }
+            Ok((batch, answers))
+        })
+        .buffer_unordered(concurrency)
+        .try_collect()
+        .await?;
+    let mut out = Observations::default();
+    for (batch, answers) in answered {
+        out.by_name.extend(batch.into_iter().zip(answers));
+    }
+    // Owned ids: a stream over borrowed ones trips the compiler's Send analysis in spawned tasks.
+    let mut ids: Vec<String> = targets
+        .iter()
+        .filter(|t| out.by_name.get(&t.target) == Some(&Probe::Absent))
+        .flat_map(|t| t.ids.iter().cloned())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    let found: Vec<_> = futures::stream::iter(ids)
+        .map(|id: String| async move {
+            let started = Instant::now();
+            let found = with_deadline(limits.timeout, provider.find_by_id(&id)).await?;
+            on_probe(started.elapsed());
+            Ok::<_, ProviderError>((id, found))
+        })
+        .buffer_unordered(concurrency)
+        .try_collect()
+        .await?;
+    out.by_id.extend(found);
+    Ok(out)
+}

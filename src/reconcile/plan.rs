@@ -1,0 +1,459 @@
+//! The pure edges of a round (DESIGN 5.4): what to probe, how the answers line up with the
+//! declared registrations, what `RegistrationsCurrent` says, and the stale report (DESIGN 6.4).
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+
+use super::round::Observation;
+use crate::catalog::{Found, Probe, ProbeTarget};
+use crate::crd::catalog::{Registration, RegistrationState, RegistrationStatus};
+use crate::crd::conditions::{Desired, Status};
+use crate::crd::policy::RegistrationKind;
+
+/// The probe target of a declared registration; `None` for kinds no provider serves yet (Topic).
+pub fn registration_target(r: &Registration) -> Option<ProbeTarget> {
+    match (r.kind, &r.schema) {
+        (RegistrationKind::Schema, _) => Some(ProbeTarget::schema(&r.name)),
+        (RegistrationKind::Table | RegistrationKind::View, Some(schema)) => {
+            Some(ProbeTarget::relation(schema, &r.name))
+        }
+        _ => None,
+    }
+}
+
+type Key<'a> = (RegistrationKind, Option<&'a str>, &'a str);
+
+fn key_of_status(s: &RegistrationStatus) -> Key<'_> {
+    (s.kind, s.schema.as_deref(), s.name.as_str())
+}
+
+/// Status entries in spec order: each declared registration keeps its recorded entry; new ones
+/// start `Pending`; entries no longer declared are dropped.
+pub fn align(spec: &[Registration], previous: &[RegistrationStatus]) -> Vec<RegistrationStatus> {
+    let recorded: HashMap<Key<'_>, &RegistrationStatus> =
+        previous.iter().map(|s| (key_of_status(s), s)).collect();
+    spec.iter()
+        .map(
+            |r| match recorded.get(&(r.kind, r.schema.as_deref(), r.name.as_str())) {
+                Some(s) => (*s).clone(),
+                None => RegistrationStatus {
+                    kind: r.kind,
+                    schema: r.schema.clone(),
+                    name: r.name.clone(),
+                    id: None,
+                    state: RegistrationState::Pending,
+                    since: None,
+                    renamed_to: None,
+                    removed_at: None,
+                },
+            },
+        )
+        .collect()
+}
+
+/// One target to probe by name, with the native ids recorded for it (looked up by id when the
+/// name is absent, to tell a rename from a drop).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    pub target: ProbeTarget,
+    pub ids: Vec<String>,
+}
+
+/// What one round probes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RoundPlan {
+    /// Indices of the declared registrations this round checks (the policy's kinds).
+    pub checked: Vec<usize>,
+    /// Distinct targets, sorted: checked registrations ∪ sources bound by accepted models.
+    pub targets: Vec<Target>,
+}
+
+/// Plans a round over the aligned registrations and the model-bound sources `(target, id)`.
+pub fn plan(
+    spec: &[Registration],
+    aligned: &[RegistrationStatus],
+    kinds: &[RegistrationKind],
+    sources: &[(ProbeTarget, String)],
+) -> RoundPlan {
+    let mut targets: BTreeMap<ProbeTarget, Vec<String>> = BTreeMap::new();
+    let mut checked = Vec::new();
+    for (i, r) in spec.iter().enumerate() {
+        if !kinds.contains(&r.kind) {
+            continue;
+        }
+        let Some(t) = registration_target(r) else {
+            continue;
+        };
+        checked.push(i);
+        let ids = targets.entry(t).or_default();
+        ids.extend(aligned[i].id.iter().cloned());
+    }
+    for (t, id) in sources {
+        targets.entry(t.clone()).or_default().push(id.clone());
+    }
+    RoundPlan {
+        checked,
+        targets: targets
+            .into_iter()
+            .map(|(target, mut ids)| {
+                ids.sort();
+                ids.dedup();
+                Target { target, ids }
+            })
+            .collect(),
+    }
+}
+
+/// What the catalog answered in one round.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Observations {
+    pub by_name: HashMap<ProbeTarget, Probe>,
+    /// For each recorded id whose name was absent: where it lives now, if anywhere.
+    pub by_id: HashMap<String, Option<Found>>,
+}
+
+impl Observations {
+    /// The classification input of one registration; `None` when its target was not probed.
+    pub fn of_registration(&self, r: &Registration, s: &RegistrationStatus) -> Option<Observation> {
+        let by_name = self.by_name.get(&registration_target(r)?)?.clone();
+        let by_id = match (&by_name, &s.id) {
+            (Probe::Absent, Some(id)) => self.by_id.get(id).cloned().flatten(),
+            _ => None,
+        };
+        Some(Observation { by_name, by_id })
+    }
+}
+
+fn describe(s: &RegistrationStatus) -> String {
+    match &s.schema {
+        Some(schema) => format!("{:?} {schema}.{}", s.kind, s.name),
+        None => format!("{:?} {}", s.kind, s.name),
+    }
+}
+
+fn listed(entries: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let mut text = entries
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if entries.len() > SHOWN {
+        text.push_str(&format!(" and {} more", entries.len() - SHOWN));
+    }
+    text
+}
+
+/// `RegistrationsCurrent` from the recorded states: the most actionable problem first.
+pub fn registrations_condition(states: &[RegistrationStatus]) -> Desired {
+    let with = |state: RegistrationState| -> Vec<String> {
+        states
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.state == state)
+            .map(|(i, s)| match (&s.renamed_to, state) {
+                (Some(to), RegistrationState::Renamed) => {
+                    format!("spec.registrations[{i}] ({}, now {to})", describe(s))
+                }
+                _ => format!("spec.registrations[{i}] ({})", describe(s)),
+            })
+            .collect()
+    };
+    let removed = with(RegistrationState::Removed);
+    let stale = with(RegistrationState::Stale);
+    let renamed = with(RegistrationState::Renamed);
+    let pending = with(RegistrationState::Pending);
+    let c = |status, reason: &str, message: String| {
+        Desired::new("RegistrationsCurrent", status, reason, message)
+    };
+    if !removed.is_empty() {
+        c(
+            Status::False,
+            "RemovedEntriesInSpec",
+            format!(
+                "{} removed by the reconcile policy: {}; delete these entries from spec.registrations (semops never edits spec)",
+                removed.len(),
+                listed(&removed)
+            ),
+        )
+    } else if !stale.is_empty() {
+        c(
+            Status::False,
+            "StaleRegistrations",
+            format!(
+                "{} registration(s) name objects that no longer exist: {}; recreate the objects or delete the entries",
+                stale.len(),
+                listed(&stale)
+            ),
+        )
+    } else if !renamed.is_empty() {
+        c(
+            Status::False,
+            "Renamed",
+            format!(
+                "{} registered object(s) were renamed: {}; update the names in spec.registrations",
+                renamed.len(),
+                listed(&renamed)
+            ),
+        )
+    } else if !pending.is_empty() {
+        c(
+            Status::Unknown,
+            "NotChecked",
+            format!(
+                "{} registration(s) not checked yet: {}",
+                pending.len(),
+                listed(&pending)
+            ),
+        )
+    } else {
+        c(
+            Status::True,
+            "AllLive",
+            format!("all {} registration(s) exist", states.len()),
+        )
+    }
+}
+
+/// The stale report (DESIGN 6.4).
+#[derive(Serialize, Clone, Debug, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StaleReport {
+    pub catalog: String,
+    pub catalog_unreachable: bool,
+    pub stale_schemas: Vec<StaleSchema>,
+    pub stale_entities: Vec<StaleEntity>,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StaleSchema {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detected_at: Option<String>,
+    pub removed: bool,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StaleEntity {
+    pub kind: RegistrationKind,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
+    pub name: String,
+    pub state: RegistrationState,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub renamed_to: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detected_at: Option<String>,
+    pub removed: bool,
+}
+
+/// The report of a round's states: every registration that is not `Live` (or `Pending`), in spec
+/// order. `unreachable` reports carry no entries (nothing is known this round).
+pub fn report(catalog: &str, states: &[RegistrationStatus], unreachable: bool) -> StaleReport {
+    let mut out = StaleReport {
+        catalog: catalog.to_string(),
+        catalog_unreachable: unreachable,
+        stale_schemas: vec![],
+        stale_entities: vec![],
+    };
+    if unreachable {
+        return out;
+    }
+    for s in states {
+        let removed = s.state == RegistrationState::Removed;
+        let detected_at = s.since.as_ref().map(|t| t.0.to_string());
+        if !matches!(
+            s.state,
+            RegistrationState::Stale | RegistrationState::Renamed | RegistrationState::Removed
+        ) {
+            continue;
+        }
+        if s.kind == RegistrationKind::Schema && s.state != RegistrationState::Renamed {
+            out.stale_schemas.push(StaleSchema {
+                name: s.name.clone(),
+                detected_at: detected_at.clone(),
+                removed,
+            });
+        }
+        out.stale_entities.push(StaleEntity {
+            kind: s.kind,
+            schema: s.schema.clone(),
+            name: s.name.clone(),
+            state: s.state,
+            renamed_to: s.renamed_to.clone(),
+            detected_at,
+            removed,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::ObjectType;
+
+    fn reg(kind: RegistrationKind, schema: Option<&str>, name: &str) -> Registration {
+        Registration {
+            kind,
+            schema: schema.map(str::to_string),
+            name: name.into(),
+            owner: None,
+            tags: vec![],
+            properties: Default::default(),
+        }
+    }
+
+    fn spec() -> Vec<Registration> {
+        use RegistrationKind::*;
+        vec![
+            reg(Schema, None, "public"),
+            reg(Table, Some("public"), "employees"),
+            reg(View, Some("public"), "v"),
+            reg(Topic, Some("public"), "events"),
+        ]
+    }
+
+    #[test]
+    fn align_keeps_recorded_entries_adds_pending_ones_and_drops_undeclared_ones() {
+        let spec = spec();
+        let mut employees = align(&spec[1..2], &[])[0].clone();
+        employees.state = RegistrationState::Stale;
+        employees.id = Some("7".into());
+        let mut gone = employees.clone();
+        gone.name = "gone".into();
+        let aligned = align(&spec, &[gone, employees.clone()]);
+        assert_eq!(aligned.len(), 4);
+        assert_eq!(aligned[1], employees);
+        assert!(
+            aligned
+                .iter()
+                .enumerate()
+                .all(|(i, s)| i == 1 || s.state == RegistrationState::Pending)
+        );
+        assert!(aligned.iter().all(|s| s.name != "gone"));
+    }
+
+    #[test]
+    fn a_plan_probes_the_policy_kinds_and_model_sources_once_each() {
+        let spec = spec();
+        let mut aligned = align(&spec, &[]);
+        aligned[1].id = Some("pg:1".into());
+        let sources = vec![
+            (ProbeTarget::relation("public", "employees"), "pg:1".into()),
+            (ProbeTarget::relation("public", "employees"), "pg:0".into()),
+            (ProbeTarget::relation("sales", "orders"), "pg:2".into()),
+        ];
+        let p = plan(
+            &spec,
+            &aligned,
+            &[RegistrationKind::Table, RegistrationKind::Topic],
+            &sources,
+        );
+        assert_eq!(
+            p.checked,
+            vec![1],
+            "Schema/View not in kinds; Topic not probeable"
+        );
+        assert_eq!(
+            p.targets,
+            vec![
+                Target {
+                    target: ProbeTarget::relation("public", "employees"),
+                    ids: vec!["pg:0".into(), "pg:1".into()]
+                },
+                Target {
+                    target: ProbeTarget::relation("sales", "orders"),
+                    ids: vec!["pg:2".into()]
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn observations_give_the_id_lookup_only_for_absent_names() {
+        let spec = spec();
+        let mut s = align(&spec, &[]);
+        s[1].id = Some("old".into());
+        let mut o = Observations::default();
+        o.by_name
+            .insert(ProbeTarget::relation("public", "employees"), Probe::Absent);
+        let moved = Found {
+            target: ProbeTarget::relation("public", "staff"),
+            object_type: ObjectType::Table,
+        };
+        o.by_id.insert("old".into(), Some(moved.clone()));
+        let obs = o.of_registration(&spec[1], &s[1]).unwrap();
+        assert_eq!(obs.by_id, Some(moved));
+        assert_eq!(o.of_registration(&spec[0], &s[0]), None, "not probed");
+    }
+
+    #[test]
+    fn the_condition_names_the_most_actionable_problem_and_the_entries() {
+        use RegistrationState::*;
+        let spec = spec();
+        let with = |states: &[RegistrationState]| {
+            let mut a = align(&spec, &[]);
+            for (s, st) in a.iter_mut().zip(states) {
+                s.state = *st;
+            }
+            registrations_condition(&a)
+        };
+        let cases = [
+            (vec![Live, Live, Live, Live], Status::True, "AllLive"),
+            (
+                vec![Live, Pending, Live, Live],
+                Status::Unknown,
+                "NotChecked",
+            ),
+            (vec![Renamed, Live, Live, Live], Status::False, "Renamed"),
+            (
+                vec![Renamed, Stale, Live, Live],
+                Status::False,
+                "StaleRegistrations",
+            ),
+            (
+                vec![Removed, Stale, Renamed, Live],
+                Status::False,
+                "RemovedEntriesInSpec",
+            ),
+        ];
+        for (states, status, reason) in cases {
+            let c = with(&states);
+            assert_eq!(
+                (c.status, c.reason.as_str()),
+                (status, reason),
+                "{states:?}"
+            );
+        }
+        let c = with(&[Live, Removed, Live, Live]);
+        assert!(
+            c.message
+                .contains("spec.registrations[1] (Table public.employees)"),
+            "{}",
+            c.message
+        );
+    }
+
+    #[test]
+    fn the_report_lists_non_live_entries_and_schemas_separately() {
+        use RegistrationState::*;
+        let spec = spec();
+        let mut a = align(&spec, &[]);
+        a[0].state = Removed;
+        a[1].state = Stale;
+        a[2].state = Renamed;
+        a[2].renamed_to = Some("public.v2".into());
+        let r = report("hr", &a, false);
+        assert_eq!(r.stale_schemas.len(), 1);
+        assert!(r.stale_schemas[0].removed);
+        let states: Vec<_> = r.stale_entities.iter().map(|e| e.state).collect();
+        assert_eq!(states, vec![Removed, Stale, Renamed]);
+        let down = report("hr", &a, true);
+        assert!(down.catalog_unreachable && down.stale_entities.is_empty());
+    }
+}

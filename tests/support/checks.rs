@@ -1,0 +1,201 @@
+//! A world for stale-registration tests: a namespace, its own PostgreSQL database and login role
+//! (so privilege changes touch no other test), a Catalog `wh` on it, a ReconcilePolicy `p`, and
+//! an operator. Rounds are started by annotation tokens, so every round is deterministic.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::db::{postgres, unique};
+use super::{Namespace, Operator, env, eventually};
+
+pub struct World {
+    pub ns: Namespace,
+    pub db: String,
+    pub role: String,
+    pub op: Operator,
+    rounds: std::cell::Cell<u32>,
+}
+
+pub const PASSWORD: &str = "reader-pw";
+
+impl World {
+    /// `setup` runs as the administrator inside the new database; `registrations` is the flow
+    /// YAML list of the Catalog; `policy` the ReconcilePolicy spec (flow YAML, without braces).
+    pub fn new(
+        prefix: &str,
+        setup: &str,
+        registrations: &str,
+        policy: &str,
+        args: &[&str],
+    ) -> World {
+        let env = env();
+        let ns = env.namespace(prefix);
+        let u = unique();
+        let (db, role) = (format!("d{u}"), format!("r{u}"));
+        let pg = postgres();
+        pg.psql(
+            "postgres",
+            &format!("CREATE ROLE {role} LOGIN PASSWORD '{PASSWORD}'"),
+        );
+        pg.psql("postgres", &format!("CREATE DATABASE {db}"));
+        if !setup.is_empty() {
+            pg.psql(&db, setup);
+        }
+        env.apply_ok(&format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: wh-reader, namespace: {n}}}\nstringData: {{username: {role}, password: {PASSWORD}}}\n---\n\
+             apiVersion: semops.io/v1alpha1\nkind: ReconcilePolicy\nmetadata: {{name: p, namespace: {n}}}\nspec: {{{policy}}}\n---\n{}",
+            catalog_yaml(&ns.name, "wh", &db, pg.port, registrations, ""),
+            n = ns.name,
+        ));
+        let mut all = vec!["--api-auth", "none"];
+        all.extend_from_slice(args);
+        let op = Operator::start(env, &env.kubeconfig, Some(&ns.name), &ns.name, &all);
+        World {
+            ns,
+            db,
+            role,
+            op,
+            rounds: std::cell::Cell::new(0),
+        }
+    }
+
+    pub fn ns(&self) -> &str {
+        &self.ns.name
+    }
+
+    pub fn sql(&self, sql: &str) {
+        postgres().psql(&self.db, sql);
+    }
+
+    pub fn catalog(&self, name: &str) -> Value {
+        let out = env().kubectl_ok(&["get", "catalog", name, "-n", self.ns(), "-o", "json"]);
+        serde_json::from_str(&out).unwrap()
+    }
+
+    /// Asks for a round of `name` by annotation and waits until its status echoes the token.
+    pub fn check(&self, name: &str) -> Value {
+        let n = self.rounds.get() + 1;
+        self.rounds.set(n);
+        let token = format!("t{n}");
+        env().kubectl_ok(&[
+            "annotate",
+            "catalog",
+            name,
+            "-n",
+            self.ns(),
+            &format!("semops.io/check-requested={token}"),
+            "--overwrite",
+        ]);
+        let want = format!("annotation:{token}");
+        eventually(
+            Duration::from_secs(60),
+            &format!("round {want} of {name}"),
+            || {
+                let c = self.catalog(name);
+                (c["status"]["lastCheck"]["trigger"] == want.as_str())
+                    .then_some(c["status"].clone())
+            },
+        )
+    }
+
+    /// (name, state) of each registration in status.
+    pub fn states(status: &Value) -> Vec<(String, String)> {
+        status["registrations"].as_array().map_or(vec![], |a| {
+            a.iter()
+                .map(|r| {
+                    (
+                        r["name"].as_str().unwrap().to_string(),
+                        r["state"].as_str().unwrap().to_string(),
+                    )
+                })
+                .collect()
+        })
+    }
+
+    /// Events about Catalog `name`: (reason, reporting controller, note).
+    pub fn events(&self, name: &str) -> Vec<(String, String, String)> {
+        let out = env().kubectl_ok(&["get", "events.events.k8s.io", "-n", self.ns(), "-o", "json"]);
+        let v: Value = serde_json::from_str(&out).unwrap();
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["regarding"]["name"] == name && e["regarding"]["kind"] == "Catalog")
+            .map(|e| {
+                (
+                    e["reason"].as_str().unwrap_or("").to_string(),
+                    e["reportingController"].as_str().unwrap_or("").to_string(),
+                    e["note"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect()
+    }
+
+    pub fn removed_metric(&self) -> f64 {
+        self.op.metric("semops_registrations_removed_total", &[])
+    }
+
+    /// Calls the read API of this world's operator.
+    pub fn api(&self, method: &str, path: &str, body: Option<&str>) -> (u16, Value) {
+        let (code, text) = request(self.op.api_port, method, path, None, body);
+        (code, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+}
+
+/// The YAML of a Catalog on database `db`.
+pub fn catalog_yaml(
+    ns: &str,
+    name: &str,
+    db: &str,
+    port: u16,
+    registrations: &str,
+    extra: &str,
+) -> String {
+    format!(
+        "apiVersion: semops.io/v1alpha1\nkind: Catalog\nmetadata: {{name: {name}, namespace: {ns}{extra}}}\nspec:\n  provider: postgresql\n  connection: {{host: 127.0.0.1, port: {port}, database: {db}, sslMode: disable, credentialsSecretRef: {{name: wh-reader}}}}\n  registrations: {registrations}\n"
+    )
+}
+
+/// One HTTP/1.0 request; returns (status, body).
+pub fn request(
+    port: u16,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&str>,
+) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let body = body.unwrap_or("");
+    write!(
+        s,
+        "{method} {path} HTTP/1.0\r\nHost: localhost\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).unwrap();
+    let (head, body) = buf.split_once("\r\n\r\n").unwrap();
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (status, body.to_string())
+}
+
+/// A condition's (status, reason) in a status object.
+pub fn condition(status: &Value, type_: &str) -> (String, String) {
+    let c = status["conditions"]
+        .as_array()
+        .and_then(|a| a.iter().find(|c| c["type"] == type_))
+        .cloned()
+        .unwrap_or(Value::Null);
+    (
+        c["status"].as_str().unwrap_or("").into(),
+        c["reason"].as_str().unwrap_or("").into(),
+    )
+}
