@@ -326,3 +326,100 @@ async fn a_missing_database_is_a_misconfiguration() {
         "{err}"
     );
 }
+
+/// A round's observation in many small batches with concurrency gives the same answers as one
+/// big probe, looks up only the ids of absent names, and counts every request.
+#[tokio::test]
+async fn a_batched_observation_matches_single_probes_and_finds_renamed_ids() {
+    use semops::catalog::observe::{ProbeLimits, observe};
+    use semops::reconcile::plan::Target;
+    let (db, p) = database();
+    let tables: String = (0..300)
+        .map(|i| format!("CREATE TABLE app.t{i}(id int);"))
+        .collect();
+    postgres().psql(&db, &format!("CREATE SCHEMA app; {tables}"));
+    let mut targets: Vec<ProbeTarget> = (0..320)
+        .map(|i| ProbeTarget::relation("app", format!("t{i}")))
+        .collect();
+    targets.push(ProbeTarget::schema("app"));
+    targets.sort();
+    let truth = p.probe(&targets).await.unwrap();
+    let id_of_t5 = present_id(
+        &truth[targets
+            .binary_search(&ProbeTarget::relation("app", "t5"))
+            .unwrap()],
+    )
+    .1;
+    postgres().psql(&db, "ALTER TABLE app.t5 RENAME TO renamed;");
+    let planned: Vec<Target> = targets
+        .iter()
+        .map(|t| Target {
+            target: t.clone(),
+            ids: if *t == ProbeTarget::relation("app", "t5") {
+                vec![id_of_t5.clone()]
+            } else {
+                vec![]
+            },
+        })
+        .collect();
+    let requests = std::sync::atomic::AtomicUsize::new(0);
+    let count = |_: Duration| {
+        requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    };
+    let limits = ProbeLimits {
+        timeout: Duration::from_secs(5),
+        concurrency: 3,
+        batch_size: 7,
+    };
+    let seen = observe(&p, &planned, limits, &count).await.unwrap();
+    for (t, want) in targets.iter().zip(&truth) {
+        let got = &seen.by_name[t];
+        if *t == ProbeTarget::relation("app", "t5") {
+            assert_eq!(*got, Probe::Absent);
+        } else {
+            assert_eq!(got, want, "{t:?}");
+        }
+    }
+    assert_eq!(
+        seen.by_id.len(),
+        1,
+        "only recorded ids of absent names are looked up"
+    );
+    assert_eq!(
+        seen.by_id[&id_of_t5].as_ref().map(|f| f.target.clone()),
+        Some(ProbeTarget::relation("app", "renamed"))
+    );
+    assert_eq!(requests.into_inner(), targets.len().div_ceil(7) + 1);
+}
+
+/// A server that accepts and never answers: the observation fails with Timeout within the
+/// per-probe deadline instead of hanging (and never says Absent).
+#[tokio::test]
+async fn an_observation_against_a_blackholed_port_times_out() {
+    use semops::catalog::observe::{ProbeLimits, observe};
+    use semops::reconcile::plan::Target;
+    let hole = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = hole.local_addr().unwrap().port();
+    let p = PostgresProvider::new(settings(
+        "127.0.0.1",
+        port,
+        "postgres",
+        "postgres",
+        "postgres",
+    ))
+    .unwrap();
+    let planned = vec![Target {
+        target: ProbeTarget::schema("app"),
+        ids: vec![],
+    }];
+    let limits = ProbeLimits {
+        timeout: Duration::from_millis(700),
+        concurrency: 1,
+        batch_size: 1,
+    };
+    let started = Instant::now();
+    let err = observe(&p, &planned, limits, &|_| {}).await.unwrap_err();
+    assert!(matches!(err, ProviderError::Timeout(_)), "{err:?}");
+    assert!(started.elapsed() < Duration::from_secs(30), "a deadline, not a hang");
+    drop(hole);
+}

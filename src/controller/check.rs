@@ -772,3 +772,82 @@ async fn publish_as_reconciler(
         Err(e) => tracing::warn!(error = %e, reason, "could not publish event"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::{CatalogSpec, ReconcilePolicySpec};
+    use crate::policy::OperatorDefaults;
+
+    fn catalog(yaml: &str) -> Catalog {
+        let mut c = Catalog::new("hr", serde_yaml::from_str::<CatalogSpec>(yaml).unwrap());
+        c.metadata.namespace = Some("ns".into());
+        c
+    }
+
+    fn policy(name: &str, yaml: &str) -> Arc<ReconcilePolicy> {
+        let mut p = ReconcilePolicy::new(
+            name,
+            serde_yaml::from_str::<ReconcilePolicySpec>(yaml).unwrap(),
+        );
+        p.metadata.namespace = Some("ns".into());
+        Arc::new(p)
+    }
+
+    #[test]
+    fn round_settings_come_from_the_effective_policy_or_safe_defaults() {
+        let strict = policy(
+            "strict",
+            "{mode: AutoRemove, interval: 30m, jitter: 0.1, kinds: [Table], probe: {timeout: 2s, concurrency: 8, batchSize: 50}, maxRemovalsPerRound: 7}",
+        );
+        let s = round_settings(
+            &catalog(
+                "provider: postgresql\nconnection: {host: h, port: 1, credentialsSecretRef: {name: s}}",
+            ),
+            &[strict],
+            &OperatorDefaults::default(),
+        );
+        assert_eq!(s.policy.as_deref(), Some("strict"));
+        assert_eq!(
+            (s.mode, s.kinds.as_slice(), s.max_removals),
+            (PolicyMode::AutoRemove, &[RegistrationKind::Table][..], 7)
+        );
+        assert_eq!(
+            s.limits,
+            ProbeLimits {
+                timeout: Duration::from_secs(2),
+                concurrency: 8,
+                batch_size: 50
+            }
+        );
+        assert_eq!(
+            s.periodic,
+            Periodic {
+                enabled: true,
+                interval: Duration::from_secs(1800),
+                jitter: 0.1
+            }
+        );
+
+        let none = round_settings(
+            &catalog("provider: managed"),
+            &[],
+            &OperatorDefaults::default(),
+        );
+        assert_eq!(
+            (none.policy.as_deref(), none.mode, none.periodic.enabled),
+            (None, PolicyMode::ReportOnly, false)
+        );
+        assert_eq!(none.policy_label(), "operator defaults");
+
+        // A reference to a missing policy never falls back to another one that might remove.
+        let auto = policy("auto", "{mode: AutoRemove}");
+        let dangling = round_settings(
+            &catalog("provider: managed\nreconcilePolicyRef: {name: gone}"),
+            &[auto],
+            &OperatorDefaults::default(),
+        );
+        assert!(!dangling.periodic.enabled);
+        assert_eq!(dangling.mode, PolicyMode::ReportOnly);
+    }
+}
