@@ -64,6 +64,20 @@ enum Command {
         #[command(flatten)]
         api: ApiArgs,
     },
+    /// Stale registrations of a catalog: a live report-only scan, or with --reconcile a round
+    /// now under the catalog's policy (needs create on catalogs/reconcile; --dry-run changes
+    /// nothing).
+    Stale {
+        catalog: String,
+        /// Run a recorded round now (AutoRemove policies remove).
+        #[arg(long)]
+        reconcile: bool,
+        /// With --reconcile: report only.
+        #[arg(long, requires = "reconcile")]
+        dry_run: bool,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
     /// Convert between Apache Ossie YAML and SemanticModel resources.
     #[command(subcommand)]
     Ossie(OssieCommand),
@@ -257,6 +271,24 @@ fn main() -> ExitCode {
             }
             query(&api, &path)
         }
+        Command::Stale {
+            catalog,
+            reconcile,
+            dry_run,
+            api,
+        } => {
+            let base = format!(
+                "/api/metalakes/{}/catalogs/{}",
+                enc(&api.namespace),
+                enc(&catalog)
+            );
+            if reconcile {
+                let body = serde_json::json!({ "dryRun": dry_run });
+                send(&api, "POST", &format!("{base}/reconcile"), Some(&body))
+            } else {
+                query(&api, &format!("{base}/stale-entities"))
+            }
+        }
         Command::Ossie(cmd) => match ossie(cmd) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -280,6 +312,10 @@ fn enc(s: &str) -> String {
 
 /// Runs one read-API query; exit code 1 when the API answers with an error.
 fn query(api: &ApiArgs, path: &str) -> ExitCode {
+    send(api, "GET", path, None)
+}
+
+fn send(api: &ApiArgs, method: &str, path: &str, body: Option<&serde_json::Value>) -> ExitCode {
     let token = api
         .token
         .clone()
@@ -288,7 +324,13 @@ fn query(api: &ApiArgs, path: &str) -> ExitCode {
         .enable_all()
         .build()
         .expect("a runtime");
-    match runtime.block_on(semops::cli::query::get(&api.server, path, token.as_deref())) {
+    match runtime.block_on(semops::cli::query::request(
+        &api.server,
+        method,
+        path,
+        token.as_deref(),
+        body,
+    )) {
         Ok((200, body)) => {
             print!("{}", semops::cli::query::render(&body, api.output));
             ExitCode::SUCCESS

@@ -100,6 +100,28 @@ fn report_only_marks_drops_stale_and_auto_remove_removes_them_once_through_one_p
         entities,
         vec![("old", "Stale", false), ("items", "Stale", false)]
     );
+    // The same from a terminal.
+    let cli = std::process::Command::new(env!("CARGO_BIN_EXE_semops"))
+        .args([
+            "stale",
+            "wh",
+            "-n",
+            w.ns(),
+            "--server",
+            &format!("http://127.0.0.1:{}", w.op.api_port),
+        ])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&cli.stdout);
+    assert!(
+        cli.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cli.stderr)
+    );
+    assert!(
+        table.starts_with("KIND") && table.contains("items") && table.contains("Stale"),
+        "{table}"
+    );
     let (_, schemas) = w.api(
         "GET",
         &format!("/api/metalakes/{}/catalogs/wh/stale-schemas", w.ns()),

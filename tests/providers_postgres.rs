@@ -420,6 +420,9 @@ async fn an_observation_against_a_blackholed_port_times_out() {
     let started = Instant::now();
     let err = observe(&p, &planned, limits, &|_| {}).await.unwrap_err();
     assert!(matches!(err, ProviderError::Timeout(_)), "{err:?}");
-    assert!(started.elapsed() < Duration::from_secs(30), "a deadline, not a hang");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "a deadline, not a hang"
+    );
     drop(hole);
 }

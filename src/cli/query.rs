@@ -1,8 +1,9 @@
-//! `semops lookup | metrics | models`: the read API from a terminal (also `kubectl semops …`).
+//! `semops lookup | metrics | models | stale`: the read API from a terminal (also
+//! `kubectl semops …`).
 //! Talks to the API at `--server` (e.g. after `kubectl port-forward svc/semops 8090`) with the
 //! bearer token of `--token`, or of the current kubeconfig user when it has one.
 
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
@@ -31,16 +32,34 @@ pub fn encode_segment(s: &str) -> String {
 
 /// GETs `path` from the API; returns the status and the JSON body.
 pub async fn get(server: &str, path: &str, token: Option<&str>) -> anyhow::Result<(u16, Value)> {
-    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
-    let mut req = hyper::Request::get(format!("{}{path}", server.trim_end_matches('/')));
+    request(server, "GET", path, token, None).await
+}
+
+/// Sends `method path` (with a JSON `body` when given); returns the status and the JSON body.
+pub async fn request(
+    server: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&Value>,
+) -> anyhow::Result<(u16, Value)> {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let mut req = hyper::Request::builder()
+        .method(method)
+        .uri(format!("{}{path}", server.trim_end_matches('/')))
+        .header("content-type", "application/json");
     if let Some(t) = token {
         req = req.header("authorization", format!("Bearer {t}"));
     }
-    let resp = client.request(req.body(Empty::new())?).await.map_err(|e| {
-        anyhow::anyhow!(
-            "cannot reach the semops API at {server}: {e}; is `kubectl port-forward` running?"
-        )
-    })?;
+    let payload = body.map(|b| b.to_string()).unwrap_or_default();
+    let resp = client
+        .request(req.body(Full::new(Bytes::from(payload)))?)
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot reach the semops API at {server}: {e}; is `kubectl port-forward` running?"
+            )
+        })?;
     let status = resp.status().as_u16();
     let body = resp.into_body().collect().await?.to_bytes();
     let value = serde_json::from_slice(&body)
@@ -86,32 +105,54 @@ pub fn render(value: &Value, output: Output) -> String {
         Output::Json => serde_json::to_string_pretty(value).unwrap_or_default(),
         Output::Yaml => serde_yaml::to_string(value).unwrap_or_default(),
         Output::Table => {
-            let rows: Vec<Vec<String>> =
-                if let Some(ids) = value.get("identifiers").and_then(Value::as_array) {
-                    ids.iter()
-                        .map(|i| {
-                            let mut row = strings(&i["namespace"]);
-                            row.push(i["name"].as_str().unwrap_or_default().to_string());
-                            row
-                        })
-                        .collect()
-                } else if let Some(ms) = value.get("metrics").and_then(Value::as_array) {
-                    ms.iter()
-                        .map(|m| {
-                            let mut row = strings(&m["namespace"]);
-                            row.push(m["metric"]["name"].as_str().unwrap_or_default().to_string());
-                            row.push(
-                                m["metric"]["expression"]["dialects"][0]["expression"]
-                                    .as_str()
-                                    .unwrap_or_default()
-                                    .to_string(),
-                            );
-                            row
-                        })
-                        .collect()
-                } else {
-                    return serde_yaml::to_string(value).unwrap_or_default();
-                };
+            let rows: Vec<Vec<String>> = if let Some(ids) =
+                value.get("identifiers").and_then(Value::as_array)
+            {
+                ids.iter()
+                    .map(|i| {
+                        let mut row = strings(&i["namespace"]);
+                        row.push(i["name"].as_str().unwrap_or_default().to_string());
+                        row
+                    })
+                    .collect()
+            } else if let Some(ms) = value.get("metrics").and_then(Value::as_array) {
+                ms.iter()
+                    .map(|m| {
+                        let mut row = strings(&m["namespace"]);
+                        row.push(m["metric"]["name"].as_str().unwrap_or_default().to_string());
+                        row.push(
+                            m["metric"]["expression"]["dialects"][0]["expression"]
+                                .as_str()
+                                .unwrap_or_default()
+                                .to_string(),
+                        );
+                        row
+                    })
+                    .collect()
+            } else if let Some(es) = value.get("staleEntities").and_then(Value::as_array) {
+                if value["catalogUnreachable"] == true {
+                    return format!(
+                        "catalog {} is unreachable: nothing is known this round and nothing was changed\n",
+                        value["catalog"].as_str().unwrap_or_default()
+                    );
+                }
+                es.iter()
+                    .map(|e| {
+                        let text = |k: &str| e[k].as_str().unwrap_or_default().to_string();
+                        vec![
+                            text("kind"),
+                            text("schema"),
+                            text("name"),
+                            text("state"),
+                            text("renamedTo"),
+                            text("detectedAt"),
+                            e["removed"].as_bool().unwrap_or(false).to_string(),
+                        ]
+                    })
+                    .collect()
+            } else {
+                return serde_yaml::to_string(value).unwrap_or_default();
+            };
             if rows.is_empty() {
                 return "No resources found.\n".into();
             }
@@ -125,6 +166,9 @@ pub fn render(value: &Value, output: Output) -> String {
                     "MODEL",
                     "METRIC",
                     "EXPRESSION",
+                ],
+                7 => vec![
+                    "KIND", "SCHEMA", "NAME", "STATE", "NOW", "DETECTED", "REMOVED",
                 ],
                 _ => vec![],
             };
@@ -179,5 +223,18 @@ mod tests {
             ),
             "No resources found.\n"
         );
+    }
+
+    #[test]
+    fn stale_reports_render_as_a_table_and_unreachable_says_so() {
+        let v = serde_json::json!({"code": 0, "catalog": "hr", "catalogUnreachable": false, "staleSchemas": [],
+            "staleEntities": [{"kind": "Table", "schema": "public", "name": "t", "state": "Removed", "detectedAt": "2026-11-30T10:00:00Z", "removed": true}]});
+        assert_eq!(
+            render(&v, Output::Table),
+            "KIND    SCHEMA   NAME   STATE     NOW   DETECTED               REMOVED\nTable   public   t      Removed         2026-11-30T10:00:00Z   true\n"
+        );
+        let down =
+            serde_json::json!({"catalog": "hr", "catalogUnreachable": true, "staleEntities": []});
+        assert!(render(&down, Output::Table).contains("catalog hr is unreachable"));
     }
 }
