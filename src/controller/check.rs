@@ -468,8 +468,21 @@ async fn round_inner(
         .as_ref()
         .map(|o| (o.stale as i64, o.renamed as i64, o.removed as i64))
         .unwrap_or_default();
-    let next_check_at =
-        after_round(settings.periodic, finished.0, unreachable, rand::random()).map(Time);
+    // While failures repeat, the wait doubles (from the last failed round's wait).
+    let previous_retry = previous
+        .last_check
+        .as_ref()
+        .filter(|l| l.result == CheckResult::CatalogUnreachable)
+        .and_then(|l| Some((l.finished_at.as_ref()?, previous.next_check_at.as_ref()?)))
+        .and_then(|(done, next)| Duration::try_from(done.0.duration_until(next.0)).ok());
+    let next_check_at = after_round(
+        settings.periodic,
+        finished.0,
+        unreachable,
+        previous_retry,
+        rand::random(),
+    )
+    .map(Time);
     let base =
         super::catalog::desired_status(cat, &policies, &ctx.defaults, reachable.clone(), &finished);
     let mut lc = last_check(&started, &trigger, result, probed, counts);

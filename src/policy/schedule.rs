@@ -102,18 +102,25 @@ pub fn next_visit(
 }
 
 /// `nextCheckAt` after a round that finished at `finished`: one jittered interval later, or a
-/// short jittered retry when the catalog could not answer; none while periodic checks are off.
+/// jittered retry when the catalog could not answer — about a minute, doubling while failures
+/// repeat (`previous_retry`: the last failed round's wait), never longer than the interval, so a
+/// catalog that stays broken costs one status write per interval, not one per minute. None
+/// while periodic checks are off.
 pub fn after_round(
     periodic: Periodic,
     finished: Timestamp,
     unreachable: bool,
+    previous_retry: Option<Duration>,
     u: f64,
 ) -> Option<Timestamp> {
     if !periodic.enabled {
         return None;
     }
     let base = if unreachable {
-        periodic.interval.min(RETRY_UNREACHABLE)
+        previous_retry
+            .map_or(RETRY_UNREACHABLE, |d| d.saturating_mul(2))
+            .max(RETRY_UNREACHABLE)
+            .min(periodic.interval)
     } else {
         periodic.interval
     };
@@ -235,13 +242,25 @@ mod tests {
     #[test]
     fn after_a_round_the_next_visit_is_jittered_and_unreachable_retries_sooner() {
         let t = at(0);
-        assert_eq!(after_round(HOUR, t, false, 0.5), Some(at(3600)));
-        assert_eq!(after_round(HOUR, t, true, 0.5), Some(at(60)));
+        assert_eq!(after_round(HOUR, t, false, None, 0.5), Some(at(3600)));
+        assert_eq!(after_round(HOUR, t, true, None, 0.5), Some(at(60)));
         let off = Periodic {
             enabled: false,
             ..HOUR
         };
-        assert_eq!(after_round(off, t, false, 0.5), None);
+        assert_eq!(after_round(off, t, false, None, 0.5), None);
+        // Repeated failures back off, doubling, up to the interval.
+        let mut wait = None;
+        let mut waits = vec![];
+        for _ in 0..8 {
+            let next = after_round(HOUR, t, true, wait, 0.5).unwrap();
+            let d = std::time::Duration::from_secs(t.duration_until(next).as_secs() as u64);
+            waits.push(d.as_secs());
+            wait = Some(d);
+        }
+        assert_eq!(waits, vec![60, 120, 240, 480, 960, 1920, 3600, 3600]);
+        // A success resets the schedule to the interval.
+        assert_eq!(after_round(HOUR, t, false, wait, 0.5), Some(at(3600)));
     }
 
     /// Catalogs created together spread over the interval instead of moving in lockstep: with a
@@ -296,7 +315,7 @@ mod tests {
             let spread = lo.duration_until(*hi).as_secs_f64();
             assert!(spread >= 0.8 * 3600.0, "round {round}: spread {spread}s");
             for t in next.iter_mut() {
-                *t = after_round(HOUR, *t, false, rng.random()).unwrap();
+                *t = after_round(HOUR, *t, false, None, rng.random()).unwrap();
             }
         }
     }
