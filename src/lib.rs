@@ -11,6 +11,7 @@ pub mod controller;
 pub mod crd;
 pub mod index;
 pub mod leader;
+pub mod lineage;
 pub mod model;
 pub mod ossie;
 pub mod policy;

@@ -64,6 +64,18 @@ enum Command {
         #[command(flatten)]
         api: ApiArgs,
     },
+    /// Lineage graph of a model (`lineage model CATALOG SCHEMA NAME`) or of a table or view
+    /// (`lineage table|view CATALOG.SCHEMA.NAME`); `-o dot|mermaid` draws it.
+    Lineage {
+        /// model, table or view.
+        #[arg(value_parser = ["model", "table", "view"])]
+        root: String,
+        /// model: CATALOG SCHEMA NAME; table or view: CATALOG.SCHEMA.NAME.
+        #[arg(required = true, num_args = 1..=3)]
+        names: Vec<String>,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
     /// Stale registrations of a catalog: a live report-only scan, or with --reconcile a round
     /// now under the catalog's policy (needs create on catalogs/reconcile; --dry-run changes
     /// nothing).
@@ -181,6 +193,24 @@ struct RunArgs {
     /// Watch only this namespace (all namespaces by default).
     #[arg(long, env = "SEMOPS_WATCH_NAMESPACE")]
     watch_namespace: Option<String>,
+    /// Lineage: most nodes in one graph (413 beyond).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
+    lineage_max_nodes: u32,
+    /// Lineage: most edges in one graph, counted before duplicates merge (413 beyond).
+    #[arg(long, default_value_t = 50_000, value_parser = clap::value_parser!(u32).range(1..))]
+    lineage_max_edges: u32,
+    /// Lineage: most UTF-8 bytes of one label (413 beyond).
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..))]
+    lineage_max_label_bytes: u32,
+    /// Lineage: most bytes of one response body (413 beyond).
+    #[arg(long, default_value_t = 8 * 1024 * 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    lineage_max_response_bytes: u32,
+    /// Lineage: projections at once; the next request gets 503 LINEAGE_BUSY at once.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
+    lineage_concurrency: u16,
+    /// Lineage: deadline of one request (503 past it).
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    lineage_deadline: std::time::Duration,
 }
 
 fn parse_mode(s: &str) -> Result<PolicyMode, String> {
@@ -269,6 +299,27 @@ fn main() -> ExitCode {
             if let Some(n) = name {
                 path.push_str(&format!("/{}", enc(&n)));
             }
+            query(&api, &path)
+        }
+        Command::Lineage { root, names, api } => {
+            let ns = enc(&api.namespace);
+            let path = match (root.as_str(), names.as_slice()) {
+                ("model", [c, s, n]) => format!(
+                    "/api/metalakes/{ns}/catalogs/{}/schemas/{}/semantic-models/{}/lineage",
+                    enc(c),
+                    enc(s),
+                    enc(n)
+                ),
+                ("table" | "view", [full]) => {
+                    format!("/api/metalakes/{ns}/objects/{root}/{}/lineage", enc(full))
+                }
+                _ => {
+                    eprintln!(
+                        "error: use `semops lineage model CATALOG SCHEMA NAME` or `semops lineage table|view CATALOG.SCHEMA.NAME`"
+                    );
+                    return ExitCode::from(2);
+                }
+            };
             query(&api, &path)
         }
         Command::Stale {
@@ -468,6 +519,16 @@ fn run_operator(args: RunArgs) -> anyhow::Result<()> {
         revision_history_limit: args.revision_history_limit,
         api_addr: args.api_addr,
         api_auth: args.api_auth == "kubernetes",
+        lineage: semops::api::lineage::LineageSettings {
+            limits: semops::lineage::Limits {
+                max_nodes: args.lineage_max_nodes as usize,
+                max_edges: args.lineage_max_edges as usize,
+                max_label_bytes: args.lineage_max_label_bytes as usize,
+                max_response_bytes: args.lineage_max_response_bytes as usize,
+            },
+            concurrency: args.lineage_concurrency as usize,
+            deadline: args.lineage_deadline,
+        },
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

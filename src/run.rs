@@ -51,6 +51,8 @@ pub struct RunConfig {
     pub api_addr: SocketAddr,
     /// Whether the read API checks tokens and RBAC (false only for local use).
     pub api_auth: bool,
+    /// Lineage bounds, admission and deadline.
+    pub lineage: crate::api::lineage::LineageSettings,
 }
 
 /// Keeps the read API's index in step with the model watch, relists included.
@@ -292,6 +294,7 @@ pub async fn run(
         },
         ready: ready.clone(),
         controller: ctx.clone(),
+        lineage: crate::api::lineage::Lineage::new(cfg.lineage),
     });
     let api_listener = tokio::net::TcpListener::bind(cfg.api_addr).await?;
     tracing::info!(addr = %api_listener.local_addr()?, auth = cfg.api_auth, "serving the read API");

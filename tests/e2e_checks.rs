@@ -586,6 +586,29 @@ fn models_bound_to_a_dropped_table_see_drift_from_the_round() {
     assert_eq!(status["sourceDrift"][0]["dataset"], "i");
     assert_eq!(status["sourceDrift"][0]["kind"], "SourceMissing");
     assert_eq!(status["revision"], 1, "drift never rebinds");
+    // Lineage keeps the topology and warns about the missing source.
+    let (code, g) = w.api(
+        "GET",
+        &format!("/api/metalakes/{ns}/catalogs/home/schemas/semantic/semantic-models/m/lineage"),
+        None,
+    );
+    assert_eq!(code, 200, "{g}");
+    let items = g["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "wh.app.items")
+        .unwrap()["id"]
+        .clone();
+    assert_eq!(
+        g["warnings"],
+        serde_json::json!([{"code": "SOURCE_UNAVAILABLE", "nodeId": items}])
+    );
+    assert_eq!(
+        g["edges"].as_array().unwrap().len(),
+        4,
+        "2 BINDS + 2 CONTAINS"
+    );
 }
 
 #[test]

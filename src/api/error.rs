@@ -121,3 +121,27 @@ pub const BAD_BODY: ApiError = e(
     "ILLEGAL_ARGUMENTS",
     "the body must be empty or a JSON object like {\"dryRun\": true}",
 );
+pub const LINEAGE_BUSY: ApiError = e(
+    StatusCode::SERVICE_UNAVAILABLE,
+    1100,
+    "LINEAGE_BUSY",
+    "too many lineage requests in progress; retry shortly",
+);
+pub const LINEAGE_DEADLINE: ApiError = e(
+    StatusCode::SERVICE_UNAVAILABLE,
+    1100,
+    "LINEAGE_TEMPORARILY_UNAVAILABLE",
+    "the lineage graph could not be produced in time; retry shortly",
+);
+pub const LINEAGE_TOO_LARGE: ApiError = e(
+    StatusCode::PAYLOAD_TOO_LARGE,
+    1006,
+    "LINEAGE_GRAPH_TOO_LARGE",
+    "the lineage graph exceeds a configured node, edge, label or response-size limit",
+);
+pub const LINEAGE_UNAVAILABLE: ApiError = e(
+    StatusCode::CONFLICT,
+    1100,
+    "LINEAGE_UNAVAILABLE",
+    "the semantic model has no accepted revision matching its current spec yet; retry after it is reconciled",
+);

@@ -4,6 +4,7 @@
 pub mod auth;
 pub mod checks;
 pub mod error;
+pub mod lineage;
 pub mod openapi;
 pub mod routes;
 
@@ -31,6 +32,8 @@ pub struct ApiState {
     pub ready: Arc<AtomicBool>,
     /// The controllers' context: check rounds (reports, on-demand reconcile) run through it.
     pub controller: Arc<crate::controller::Context>,
+    /// Lineage admission and bounds.
+    pub lineage: lineage::Lineage,
 }
 
 impl ApiState {
@@ -54,6 +57,12 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route(openapi::STALE_ENTITIES, get(checks::stale_entities))
         .route(openapi::RECONCILE, axum::routing::post(checks::reconcile))
         .route(openapi::REGISTRATIONS, get(checks::registrations))
+        .route(openapi::MODEL_LINEAGE, get(lineage::model_lineage))
+        .route(openapi::SOURCE_LINEAGE, get(lineage::source_lineage))
+        .route(
+            openapi::SOURCE_LINEAGE_BY_PARTS,
+            get(lineage::source_lineage_by_parts),
+        )
         .route(
             "/openapi.json",
             get(|| async {

@@ -33,6 +33,11 @@ pub const STALE_ENTITIES: &str = "/api/metalakes/{ns}/catalogs/{catalog}/stale-e
 pub const RECONCILE: &str = "/api/metalakes/{ns}/catalogs/{catalog}/reconcile";
 pub const REGISTRATIONS: &str = "/api/metalakes/{ns}/catalogs/{catalog}/registrations";
 
+pub const MODEL_LINEAGE: &str =
+    "/api/metalakes/{ns}/catalogs/{catalog}/schemas/{schema}/semantic-models/{name}/lineage";
+pub const SOURCE_LINEAGE: &str = "/api/metalakes/{ns}/objects/{object_type}/{full_name}/lineage";
+pub const SOURCE_LINEAGE_BY_PARTS: &str = "/api/metalakes/{ns}/objects/{object_type}/lineage";
+
 pub const ROUTES: &[Route] = &[
     Route {
         method: "get",
@@ -101,6 +106,31 @@ pub const ROUTES: &[Route] = &[
         response: "RegistrationList",
         query: &[],
     },
+    Route {
+        method: "get",
+        path: MODEL_LINEAGE,
+        summary: "Lineage graph of one model: the model, its datasets and their sources, its metrics (bounded: 413 too large, 503 busy or past the deadline, 409 while its status lags its spec)",
+        response: "Graph",
+        query: &[],
+    },
+    Route {
+        method: "get",
+        path: SOURCE_LINEAGE,
+        summary: "Lineage graph of a table or view: the source, the datasets bound to it, their models (only models the caller may get)",
+        response: "Graph",
+        query: &[],
+    },
+    Route {
+        method: "get",
+        path: SOURCE_LINEAGE_BY_PARTS,
+        summary: "The same source lineage with the name in structured form",
+        response: "Graph",
+        query: &[
+            ("catalog", "source catalog"),
+            ("schema", "source schema"),
+            ("name", "table or view name"),
+        ],
+    },
 ];
 
 /// The whole document.
@@ -120,6 +150,7 @@ pub fn document() -> Value {
             "RegistrationList",
             generator.subschema_for::<super::checks::RegistrationList>(),
         ),
+        ("Graph", generator.subschema_for::<crate::lineage::Graph>()),
         (
             "ReconcileRequest",
             generator.subschema_for::<super::checks::ReconcileRequest>(),
@@ -153,7 +184,7 @@ pub fn document() -> Value {
             "security": [{"bearer": []}],
             "responses": {
                 "200": {"description": "success", "content": {"application/json": {"schema": ok}}},
-                "400": error, "401": error, "403": error, "404": error, "502": error, "503": error
+                "400": error, "401": error, "403": error, "404": error, "409": error, "413": error, "502": error, "503": error
             }
         });
         if r.method == "post" {

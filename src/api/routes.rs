@@ -94,7 +94,7 @@ pub(super) async fn require(
 }
 
 /// Keeps the models `who` may see; a denied or failed check excludes the model (logged).
-async fn visible_to(
+pub(super) async fn visible_to(
     state: &ApiState,
     who: &Caller,
     ns: &str,
@@ -142,6 +142,18 @@ pub struct Parts {
     name: Option<String>,
 }
 
+impl Parts {
+    /// The source named by `?catalog=&schema=&name=`, all three non-empty.
+    pub fn source(self) -> Option<SourceRef> {
+        match (self.catalog, self.schema, self.name) {
+            (Some(c), Some(s), Some(n)) if !c.is_empty() && !s.is_empty() && !n.is_empty() => {
+                Some(SourceRef::new(c, s, n))
+            }
+            _ => None,
+        }
+    }
+}
+
 pub async fn source_datasets(
     State(state): State<Arc<ApiState>>,
     Path((ns, object_type, full_name)): Path<(String, String, String)>,
@@ -161,13 +173,11 @@ pub async fn source_datasets_by_parts(
     Query(p): Query<Parts>,
     headers: HeaderMap,
 ) -> Response {
-    match (p.catalog, p.schema, p.name) {
-        (Some(c), Some(s), Some(n)) if !c.is_empty() && !s.is_empty() && !n.is_empty() => {
-            lookup(&state, &headers, &ns, &object_type, SourceRef::new(c, s, n))
-                .await
-                .unwrap_or_else(IntoResponse::into_response)
-        }
-        _ => error::BAD_NAME.into_response(),
+    match p.source() {
+        Some(source) => lookup(&state, &headers, &ns, &object_type, source)
+            .await
+            .unwrap_or_else(IntoResponse::into_response),
+        None => error::BAD_NAME.into_response(),
     }
 }
 
@@ -179,6 +189,30 @@ async fn lookup(
     object_type: &str,
     source: SourceRef,
 ) -> Result<Response, ApiError> {
+    let (who, key) = resolve_source(state, headers, ns, object_type, &source).await?;
+    let by_model = bound_datasets(&state.stores.models, &state.index, &key);
+    let models: Vec<Arc<SemanticModel>> = by_model.values().map(|(m, _)| m.clone()).collect();
+    let allowed: Vec<String> = visible_to(state, &who, ns, models)
+        .await
+        .iter()
+        .map(|m| m.name_any())
+        .collect();
+    let identifiers = dataset_identifiers(ns, by_model, |name| allowed.iter().any(|a| a == name));
+    Ok(ok(EntityList {
+        code: 0,
+        identifiers,
+    }))
+}
+
+/// Authenticates, authorizes `get catalogs/<source catalog>`, and resolves the source's name
+/// live to (type, native id). Shared by source lookup and source lineage.
+pub(super) async fn resolve_source(
+    state: &ApiState,
+    headers: &HeaderMap,
+    ns: &str,
+    object_type: &str,
+    source: &SourceRef,
+) -> Result<(Caller, SourceKey), ApiError> {
     let wanted = match object_type {
         "table" => ObjectType::Table,
         "view" => ObjectType::View,
@@ -217,18 +251,7 @@ async fn lookup(
         object_type: wanted.as_str().to_string(),
         id: id.clone(),
     };
-    let by_model = bound_datasets(&state.stores.models, &state.index, &key);
-    let models: Vec<Arc<SemanticModel>> = by_model.values().map(|(m, _)| m.clone()).collect();
-    let allowed: Vec<String> = visible_to(state, &who, ns, models)
-        .await
-        .iter()
-        .map(|m| m.name_any())
-        .collect();
-    let identifiers = dataset_identifiers(ns, by_model, |name| allowed.iter().any(|a| a == name));
-    Ok(ok(EntityList {
-        code: 0,
-        identifiers,
-    }))
+    Ok((who, key))
 }
 
 /// Datasets bound to the source `key`, by model, re-checked against the cached models (the
@@ -336,7 +359,7 @@ fn sort_identifiers(ids: &mut Vec<Identifier>) {
 }
 
 /// The visible models whose home is (catalog, schema), after the catalog and schema checks.
-async fn home_models(
+pub(super) async fn home_models(
     state: &ApiState,
     who: &Caller,
     ns: &str,
@@ -389,7 +412,10 @@ async fn home_models(
 
 /// The definition of a model's accepted revision: the spec when it has not moved since, else
 /// the ControllerRevision that status names.
-async fn accepted_definition(state: &ApiState, m: &SemanticModel) -> Result<Definition, ApiError> {
+pub(super) async fn accepted_definition(
+    state: &ApiState,
+    m: &SemanticModel,
+) -> Result<Definition, ApiError> {
     let status = m.status.as_ref().ok_or(error::INTERNAL)?;
     if m.metadata.generation.is_some() && m.metadata.generation == status.accepted_generation {
         return Ok(m.spec.definition.clone());

@@ -15,6 +15,10 @@ pub enum Output {
     Table,
     Json,
     Yaml,
+    /// Graphviz DOT (lineage only).
+    Dot,
+    /// Mermaid flowchart (lineage only).
+    Mermaid,
 }
 
 /// Percent-encodes one path segment.
@@ -101,9 +105,13 @@ fn strings(v: &Value) -> Vec<String> {
 
 /// Renders an API answer; identifiers become a table of their components.
 pub fn render(value: &Value, output: Output) -> String {
+    let graph = value.get("graphKind").is_some();
     match output {
         Output::Json => serde_json::to_string_pretty(value).unwrap_or_default(),
         Output::Yaml => serde_yaml::to_string(value).unwrap_or_default(),
+        Output::Dot if graph => crate::lineage::render::dot(value),
+        Output::Mermaid if graph => crate::lineage::render::mermaid(value),
+        Output::Dot | Output::Mermaid => serde_yaml::to_string(value).unwrap_or_default(),
         Output::Table => {
             let rows: Vec<Vec<String>> = if let Some(ids) =
                 value.get("identifiers").and_then(Value::as_array)
@@ -127,6 +135,13 @@ pub fn render(value: &Value, output: Output) -> String {
                                 .to_string(),
                         );
                         row
+                    })
+                    .collect()
+            } else if let (true, Some(ns)) = (graph, value.get("nodes").and_then(Value::as_array)) {
+                ns.iter()
+                    .map(|n| {
+                        let text = |k: &str| n[k].as_str().unwrap_or_default().to_string();
+                        vec![text("kind"), text("name"), text("id")]
                     })
                     .collect()
             } else if let Some(es) = value.get("staleEntities").and_then(Value::as_array) {
@@ -157,6 +172,7 @@ pub fn render(value: &Value, output: Output) -> String {
                 return "No resources found.\n".into();
             }
             let header: Vec<&str> = match rows[0].len() {
+                3 => vec!["KIND", "NAME", "ID"],
                 4 => vec!["NAMESPACE", "CATALOG", "SCHEMA", "NAME"],
                 5 => vec!["NAMESPACE", "CATALOG", "SCHEMA", "MODEL", "NAME"],
                 6 => vec![

@@ -275,6 +275,18 @@ impl Operator {
         lease_ns: &str,
         extra: &[&str],
     ) -> Operator {
+        Operator::start_with_vars(env, kubeconfig, watch_ns, lease_ns, extra, &[])
+    }
+
+    /// [`Operator::start`] with extra environment variables for the child (e.g. failpoints).
+    pub fn start_with_vars(
+        env: &Env,
+        kubeconfig: &Path,
+        watch_ns: Option<&str>,
+        lease_ns: &str,
+        extra: &[&str],
+        vars: &[(&str, &str)],
+    ) -> Operator {
         let probe_port = free_port();
         let api_port = free_port();
         let log = env.work_dir.join(format!("operator-{probe_port}.log"));
@@ -293,6 +305,7 @@ impl Operator {
                 "json",
             ])
             .args(extra)
+            .envs(vars.iter().copied())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap());
         if let Some(ns) = watch_ns {

@@ -1,0 +1,254 @@
+//! Lineage endpoints (DESIGN 6.5): admission first (at most N projections; the next one gets an
+//! immediate 503), then the whole request under a deadline. The projection itself runs on a
+//! blocking thread that owns the admission permit, so a request abandoned at its deadline still
+//! counts against capacity until its work is done — retries cannot pile up background work.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::ApiState;
+use super::error::{self, ApiError};
+use super::routes::{
+    Parts, accepted_definition, bound_datasets, caller, home_models, resolve_source, visible_to,
+};
+use crate::crd::SemanticModel;
+use crate::crd::conditions;
+use crate::crd::semantic_model::{Definition, DriftKind};
+use crate::lineage::{Limits, ModelInput, SourceRoot, TooLarge};
+use crate::ossie::SourceRef;
+
+/// Lineage settings (`--lineage-*` flags).
+#[derive(Clone, Copy, Debug)]
+pub struct LineageSettings {
+    pub limits: Limits,
+    pub concurrency: usize,
+    pub deadline: Duration,
+}
+
+impl Default for LineageSettings {
+    fn default() -> Self {
+        Self {
+            limits: Limits::default(),
+            concurrency: 4,
+            deadline: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Admission and settings, shared by the lineage handlers of one process.
+pub struct Lineage {
+    pub settings: LineageSettings,
+    permits: Arc<Semaphore>,
+}
+
+impl Lineage {
+    pub fn new(settings: LineageSettings) -> Self {
+        Self {
+            permits: Arc::new(Semaphore::new(settings.concurrency.max(1))),
+            settings,
+        }
+    }
+}
+
+impl Default for Lineage {
+    fn default() -> Self {
+        Self::new(LineageSettings::default())
+    }
+}
+
+/// Test hook for the admission and deadline drills: `SEMOPS_FAILPOINT=lineage-slow` makes every
+/// projection take 1.5 s longer.
+async fn failpoint() {
+    if std::env::var("SEMOPS_FAILPOINT").is_ok_and(|v| v == "lineage-slow") {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+    }
+}
+
+/// Datasets whose source is unavailable: drift says missing, or the catalog's answer is unknown.
+fn unavailable(m: &SemanticModel) -> Vec<String> {
+    let Some(s) = &m.status else { return vec![] };
+    let unknown =
+        conditions::find(&s.conditions, "SourcesCurrent").is_some_and(|c| c.status == "Unknown");
+    s.source_associations
+        .iter()
+        .filter(|a| {
+            unknown
+                || s.source_drift
+                    .iter()
+                    .any(|d| d.dataset == a.dataset && d.kind == DriftKind::SourceMissing)
+        })
+        .map(|a| a.dataset.clone())
+        .collect()
+}
+
+fn input<'a>(
+    m: &'a SemanticModel,
+    definition: &'a Definition,
+    unavailable: &'a [String],
+) -> ModelInput<'a> {
+    let status = m.status.as_ref();
+    ModelInput {
+        uid: m.metadata.uid.as_deref().unwrap_or_default(),
+        namespace: m.metadata.namespace.as_deref().unwrap_or_default(),
+        catalog: &m.spec.catalog,
+        schema: &m.spec.schema,
+        name: m.model_name(),
+        revision: status.and_then(|s| s.revision).unwrap_or(0),
+        definition,
+        associations: status
+            .map(|s| s.source_associations.as_slice())
+            .unwrap_or_default(),
+        metric_ids: status.map(|s| s.metrics.as_slice()).unwrap_or_default(),
+        unavailable,
+    }
+}
+
+/// Whether the model's status describes its current spec (else 409: not a consistent snapshot).
+fn consistent(m: &SemanticModel) -> bool {
+    let Some(s) = &m.status else { return false };
+    s.revision.is_some()
+        && s.observed_generation.is_some()
+        && s.observed_generation == m.metadata.generation
+}
+
+fn too_large(e: TooLarge) -> ApiError {
+    tracing::debug!(bound = %e, "lineage graph refused");
+    error::LINEAGE_TOO_LARGE
+}
+
+fn respond(bytes: Vec<u8>) -> Response {
+    (
+        [
+            ("content-type", "application/json"),
+            ("cache-control", "private, no-store"),
+        ],
+        bytes,
+    )
+        .into_response()
+}
+
+/// Runs `work` under admission and the deadline; `work` gets the permit to hand to the
+/// projection.
+async fn admitted<F, Fut>(state: &ApiState, work: F) -> Response
+where
+    F: FnOnce(OwnedSemaphorePermit) -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<u8>, ApiError>>,
+{
+    let Ok(permit) = state.lineage.permits.clone().try_acquire_owned() else {
+        return error::LINEAGE_BUSY.into_response();
+    };
+    match tokio::time::timeout(state.lineage.settings.deadline, work(permit)).await {
+        Ok(Ok(bytes)) => respond(bytes),
+        Ok(Err(e)) => e.into_response(),
+        Err(_) => error::LINEAGE_DEADLINE.into_response(),
+    }
+}
+
+/// Runs the CPU part on a blocking thread that owns the permit.
+async fn project<T: Send + 'static>(
+    permit: OwnedSemaphorePermit,
+    data: T,
+    f: impl FnOnce(&T) -> Result<Vec<u8>, TooLarge> + Send + 'static,
+) -> Result<Vec<u8>, ApiError> {
+    tokio::task::spawn_blocking(move || {
+        let out = f(&data);
+        drop(permit);
+        out
+    })
+    .await
+    .map_err(|_| error::INTERNAL)?
+    .map_err(too_large)
+}
+
+pub async fn model_lineage(
+    State(state): State<Arc<ApiState>>,
+    Path((ns, catalog_name, schema, name)): Path<(String, String, String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    let limits = state.lineage.settings.limits;
+    let st = state.clone();
+    admitted(&state, move |permit| async move {
+        let who = caller(&st, &headers).await?;
+        let models = home_models(&st, &who, &ns, &catalog_name, &schema).await?;
+        let m = models
+            .into_iter()
+            .find(|m| m.model_name() == name)
+            .ok_or(error::NO_SUCH_MODEL)?;
+        if !consistent(&m) {
+            return Err(error::LINEAGE_UNAVAILABLE);
+        }
+        let definition = accepted_definition(&st, &m).await?;
+        failpoint().await;
+        project(permit, (m, definition), move |(m, definition)| {
+            let missing = unavailable(m);
+            crate::lineage::project_model(&input(m, definition, &missing), &limits)
+        })
+        .await
+    })
+    .await
+}
+
+async fn source_lineage_of(
+    state: Arc<ApiState>,
+    headers: HeaderMap,
+    ns: String,
+    object_type: String,
+    source: SourceRef,
+) -> Response {
+    let limits = state.lineage.settings.limits;
+    let st = state.clone();
+    admitted(&state, move |permit| async move {
+        let (who, key) = resolve_source(&st, &headers, &ns, &object_type, &source).await?;
+        let by_model = bound_datasets(&st.stores.models, &st.index, &key);
+        let candidates: Vec<Arc<SemanticModel>> =
+            by_model.values().map(|(m, _)| m.clone()).collect();
+        let models = visible_to(&st, &who, &ns, candidates).await;
+        let root = SourceRoot {
+            namespace: ns.clone(),
+            catalog: source.catalog.clone(),
+            schema: source.schema.clone(),
+            name: source.name.clone(),
+            object_type: key.object_type.clone(),
+            id: key.id.clone(),
+        };
+        failpoint().await;
+        project(permit, (root, models), move |(root, models)| {
+            let none: Vec<String> = vec![];
+            let inputs: Vec<ModelInput<'_>> = models
+                .iter()
+                .map(|m| input(m, &m.spec.definition, &none))
+                .collect();
+            crate::lineage::project_source(root, &inputs, &limits)
+        })
+        .await
+    })
+    .await
+}
+
+pub async fn source_lineage(
+    State(state): State<Arc<ApiState>>,
+    Path((ns, object_type, full_name)): Path<(String, String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    match SourceRef::parse(&full_name) {
+        Ok(source) => source_lineage_of(state, headers, ns, object_type, source).await,
+        Err(_) => error::BAD_NAME.into_response(),
+    }
+}
+
+pub async fn source_lineage_by_parts(
+    State(state): State<Arc<ApiState>>,
+    Path((ns, object_type)): Path<(String, String)>,
+    Query(p): Query<Parts>,
+    headers: HeaderMap,
+) -> Response {
+    match p.source() {
+        Some(source) => source_lineage_of(state, headers, ns, object_type, source).await,
+        None => error::BAD_NAME.into_response(),
+    }
+}

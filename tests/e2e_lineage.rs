@@ -1,0 +1,365 @@
+//! Lineage (DESIGN 6.5) against a real control plane and PostgreSQL: the example model's graph
+//! and its source's graph through the API and the CLI (JSON, DOT, Mermaid), per-model access
+//! filtering with real ServiceAccount tokens, and every refusal: 413 over a bound, 503 for the
+//! request past the admission limit and past the deadline, 409 while a model's status lags its
+//! spec, 404 for unknown models.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::Value;
+use support::checks::request;
+use support::{Operator, env, eventually, examples_in, wait_ready};
+
+/// A namespace with the examples, ready, and an operator started with `args` and `vars`.
+fn world(prefix: &str, args: &[&str], vars: &[(&str, &str)]) -> (support::Namespace, Operator) {
+    let env = env();
+    let ns = env.namespace(prefix);
+    env.apply_ok(&examples_in(&ns.name));
+    let op = Operator::start_with_vars(env, &env.kubeconfig, Some(&ns.name), &ns.name, args, vars);
+    wait_ready(env, &ns.name, "sm/employee-analysis", "True", "Accepted");
+    (ns, op)
+}
+
+/// GET returning the raw response head too (for headers).
+fn raw_get(port: u16, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).unwrap();
+    buf
+}
+
+fn model_path(ns: &str, name: &str) -> String {
+    format!(
+        "/api/metalakes/{ns}/catalogs/analytics/schemas/semantic/semantic-models/{name}/lineage"
+    )
+}
+
+fn get(op: &Operator, path: &str, token: Option<&str>) -> (u16, Value, String) {
+    let (code, body) = request(op.api_port, "GET", path, token, None);
+    let v = serde_json::from_str(&body).unwrap_or(Value::Null);
+    (code, v, body)
+}
+
+fn ids(graph: &Value) -> Vec<(String, String)> {
+    graph["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            (
+                n["kind"].as_str().unwrap().into(),
+                n["name"].as_str().unwrap().into(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn model_and_source_lineage_through_the_api_and_the_cli() {
+    let (ns, op) = world("lin", &["--api-auth", "none"], &[]);
+    let ns = ns.name.clone();
+    let (code, g, body) = get(&op, &model_path(&ns, "employee_analysis"), None);
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(
+        (g["schemaVersion"].as_i64(), g["graphKind"].as_str()),
+        (Some(1), Some("MODEL"))
+    );
+    assert_eq!(
+        ids(&g),
+        vec![
+            ("SOURCE".into(), "hr.public.employees".into()),
+            ("DATASET".into(), "employee".into()),
+            ("DATASET".into(), "manager".into()),
+            ("METRIC".into(), "headcount".into()),
+            ("MODEL".into(), "employee_analysis".into()),
+        ]
+    );
+    let kinds: Vec<&str> = g["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            "BINDS", "BINDS", "RELATES", "CONTAINS", "CONTAINS", "CONTAINS"
+        ]
+    );
+    assert_eq!(g["warnings"], serde_json::json!([]));
+    // The metric node is its identity; the source node its native id.
+    let sm: Value = serde_json::from_str(&env().kubectl_ok(&[
+        "get",
+        "sm",
+        "employee-analysis",
+        "-n",
+        &ns,
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    let metric_id = sm["status"]["metrics"][0]["id"].as_str().unwrap();
+    assert!(g["nodes"][3]["id"].as_str().unwrap().ends_with(metric_id));
+    assert!(
+        g["nodes"][0]["id"]
+            .as_str()
+            .unwrap()
+            .starts_with("source:hr/TABLE/pg:")
+    );
+    // Deterministic bytes; private; no secret or connection detail.
+    assert_eq!(
+        get(&op, &model_path(&ns, "employee_analysis"), None).2,
+        body
+    );
+    let raw = raw_get(op.api_port, &model_path(&ns, "employee_analysis")).to_lowercase();
+    assert!(raw.contains("cache-control: private, no-store"), "{raw}");
+    for secret in [
+        "change-me",
+        "hr_reader",
+        "127.0.0.1",
+        &support::db::postgres().port.to_string(),
+    ] {
+        assert!(!body.contains(secret), "the graph leaks {secret:?}");
+    }
+
+    let (code, s, _) = get(
+        &op,
+        &format!("/api/metalakes/{ns}/objects/table/hr.public.employees/lineage"),
+        None,
+    );
+    assert_eq!(code, 200);
+    assert_eq!(s["graphKind"], "SOURCE");
+    assert_eq!(
+        ids(&s),
+        vec![
+            ("SOURCE".into(), "hr.public.employees".into()),
+            ("DATASET".into(), "employee".into()),
+            ("DATASET".into(), "manager".into()),
+            ("MODEL".into(), "employee_analysis".into()),
+        ]
+    );
+    let (code, by_parts, _) = get(
+        &op,
+        &format!(
+            "/api/metalakes/{ns}/objects/table/lineage?catalog=hr&schema=public&name=employees"
+        ),
+        None,
+    );
+    assert_eq!((code, &by_parts), (200, &s));
+
+    // Unknown things: fixed 404s that echo nothing.
+    let (code, e, body) = get(&op, &model_path(&ns, "no_such_model_xyz"), None);
+    assert_eq!(
+        (code, e["type"].as_str()),
+        (404, Some("NO_SUCH_SEMANTIC_MODEL"))
+    );
+    assert!(!body.contains("no_such_model_xyz"));
+    let (code, _, _) = get(
+        &op,
+        &format!("/api/metalakes/{ns}/objects/table/hr.public.nope/lineage"),
+        None,
+    );
+    assert_eq!(code, 404);
+
+    // The CLI draws it.
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_semops"))
+            .args(args)
+            .args([
+                "-n",
+                &ns,
+                "--server",
+                &format!("http://127.0.0.1:{}", op.api_port),
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let dot = cli(&[
+        "lineage",
+        "model",
+        "analytics",
+        "semantic",
+        "employee_analysis",
+        "-o",
+        "dot",
+    ]);
+    assert!(
+        dot.starts_with("digraph lineage {") && dot.contains("[label=\"RELATES\"]"),
+        "{dot}"
+    );
+    let mermaid = cli(&["lineage", "table", "hr.public.employees", "-o", "mermaid"]);
+    assert!(
+        mermaid.starts_with("flowchart LR") && mermaid.contains("-->|BINDS|"),
+        "{mermaid}"
+    );
+    let table = cli(&[
+        "lineage",
+        "model",
+        "analytics",
+        "semantic",
+        "employee_analysis",
+    ]);
+    assert!(
+        table.starts_with("KIND")
+            && table
+                .lines()
+                .any(|l| l.starts_with("METRIC") && l.contains("headcount")),
+        "{table}"
+    );
+}
+
+#[test]
+fn a_user_without_access_to_a_model_never_sees_its_nodes() {
+    let (ns, op) = world("linrbac", &[], &[]);
+    let ns = ns.name.clone();
+    let env = env();
+    env.apply_ok(&format!(
+        "apiVersion: semops.io/v1alpha1\nkind: SemanticModel\nmetadata: {{name: secret, namespace: {ns}}}\nspec:\n  catalog: analytics\n  schema: semantic\n  name: secret_model\n  definition:\n    datasets: [{{name: hidden_dataset, source: hr.public.employees}}]\n"
+    ));
+    wait_ready(env, &ns, "sm/secret", "True", "Accepted");
+    env.apply_ok(&format!(
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: reader, namespace: {ns}}}\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: reader, namespace: {ns}}}\n\
+         rules: [{{apiGroups: [semops.io], resources: [catalogs], verbs: [get]}}, {{apiGroups: [semops.io], resources: [semanticmodels], resourceNames: [employee-analysis], verbs: [get]}}]\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: reader, namespace: {ns}}}\n\
+         roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: reader}}\nsubjects: [{{kind: ServiceAccount, name: reader, namespace: {ns}}}]\n"
+    ));
+    let token = env
+        .kubectl_ok(&["create", "token", "reader", "-n", &ns])
+        .trim()
+        .to_string();
+    let source = format!("/api/metalakes/{ns}/objects/table/hr.public.employees/lineage");
+    let (code, g, body) = get(&op, &source, Some(&token));
+    assert_eq!(code, 200, "{body}");
+    assert!(
+        !body.contains("secret") && !body.contains("hidden_dataset"),
+        "{body}"
+    );
+    assert_eq!(ids(&g).iter().filter(|(k, _)| k == "MODEL").count(), 1);
+    let (code, _, body) = get(&op, &model_path(&ns, "secret_model"), Some(&token));
+    assert_eq!(code, 404, "{body}");
+    assert!(!body.contains("hidden_dataset"));
+    assert_eq!(
+        get(&op, &model_path(&ns, "employee_analysis"), Some(&token)).0,
+        200
+    );
+    assert_eq!(get(&op, &source, None).0, 401);
+}
+
+#[test]
+fn a_graph_over_a_bound_is_refused_whole() {
+    // The example model's graph has 5 nodes and 6 edges.
+    let (ns, op) = world(
+        "linbound",
+        &["--api-auth", "none", "--lineage-max-nodes", "4"],
+        &[],
+    );
+    let (code, e, body) = get(&op, &model_path(&ns.name, "employee_analysis"), None);
+    assert_eq!(
+        (code, e["type"].as_str()),
+        (413, Some("LINEAGE_GRAPH_TOO_LARGE")),
+        "{body}"
+    );
+    assert!(!body.contains("nodes\":["), "no partial body");
+    // The source graph (4 nodes) fits the same bound exactly.
+    let (code, _, _) = get(
+        &op,
+        &format!(
+            "/api/metalakes/{}/objects/table/hr.public.employees/lineage",
+            ns.name
+        ),
+        None,
+    );
+    assert_eq!(code, 200);
+}
+
+#[test]
+fn the_fifth_concurrent_request_is_busy_and_slow_requests_hit_the_deadline() {
+    let (ns, op) = world(
+        "linbusy",
+        &["--api-auth", "none", "--lineage-deadline", "1s"],
+        &[("SEMOPS_FAILPOINT", "lineage-slow")],
+    );
+    let path = model_path(&ns.name, "employee_analysis");
+    let port = op.api_port;
+    let slow: Vec<_> = (0..4)
+        .map(|_| {
+            let path = path.clone();
+            std::thread::spawn(move || request(port, "GET", &path, None, None))
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let (code, body) = request(port, "GET", &path, None, None);
+    let e: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (code, e["type"].as_str()),
+        (503, Some("LINEAGE_BUSY")),
+        "{body}"
+    );
+    for t in slow {
+        let (code, body) = t.join().unwrap();
+        let e: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(
+            (code, e["type"].as_str()),
+            (503, Some("LINEAGE_TEMPORARILY_UNAVAILABLE")),
+            "{body}"
+        );
+    }
+    // Abandoned requests gave their capacity back: the next one is admitted (and, slow as
+    // every request is here, meets the deadline rather than LINEAGE_BUSY).
+    let (code, body) = request(port, "GET", &path, None, None);
+    let e: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (code, e["type"].as_str()),
+        (503, Some("LINEAGE_TEMPORARILY_UNAVAILABLE"))
+    );
+}
+
+#[test]
+fn a_model_whose_status_lags_its_spec_answers_409() {
+    let env = env();
+    let (ns, mut leader) = world(
+        "linlag",
+        &["--api-auth", "none", "--lease-duration-seconds", "3600"],
+        &[],
+    );
+    let ns = ns.name.clone();
+    // The leader dies holding an hour-long lease: the next replica serves reads, writes nothing.
+    leader.kill();
+    let follower = Operator::start(
+        env,
+        &env.kubeconfig,
+        Some(&ns),
+        &ns,
+        &["--api-auth", "none"],
+    );
+    assert!(!follower.is_leading());
+    assert_eq!(
+        get(&follower, &model_path(&ns, "employee_analysis"), None).0,
+        200
+    );
+    env.kubectl_ok(&[
+        "patch",
+        "sm",
+        "employee-analysis",
+        "-n",
+        &ns,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"comment":"edited"}}"#,
+    ]);
+    eventually(Duration::from_secs(30), "409 while the status lags", || {
+        let (code, e, _) = get(&follower, &model_path(&ns, "employee_analysis"), None);
+        (code == 409 && e["type"] == "LINEAGE_UNAVAILABLE").then_some(())
+    });
+}
