@@ -1,0 +1,484 @@
+//! Scale benchmark against the real control plane and PostgreSQL (DESIGN §9). Not a test: run
+//! by `hack/bench` (which also records the table in BENCHMARKS.md). For each model count:
+//!
+//! 1. the bare API server: the same writes semops makes per model (a ControllerRevision create
+//!    and a status PUT), issued by a plain client at the operator's concurrency — the limit;
+//! 2. semops bringing the same number of models (5 datasets, 10 metrics) to Ready from a cold
+//!    start, its writes per model (from the API server's audit log), RSS and CPU;
+//! 3. steady state: status writes per minute (target 0) and CPU;
+//! 4. time to ready after a restart;
+//! 5. source lookup through the live read API vs `kubectl get -o json` and filtering;
+//!
+//! and once: a stale round over 10,000 registrations (two Catalogs of 5,000, the most one Catalog
+//! may declare) on the local PostgreSQL, default concurrency.
+//!
+//! `SEMOPS_BENCH_MODELS=1000,10000` picks the counts; the table goes to stdout and to
+//! target/bench/scale.md.
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
+use kube::api::{ListParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use semops::crd::semantic_model::{MetricIdentity, SourceAssociation, SourceName};
+use semops::crd::{SemanticModel, SemanticModelStatus};
+use support::db::postgres;
+use support::{Operator, env, eventually, examples_in};
+
+const TABLES: usize = 2_000;
+const DATASETS: usize = 5;
+const METRICS: usize = 10;
+const CONCURRENCY: usize = 16;
+
+fn model(ns: &str, i: usize) -> SemanticModel {
+    let datasets: Vec<serde_json::Value> = (0..DATASETS)
+        .map(|d| serde_json::json!({"name": format!("d{d}"), "source": format!("hr.bench.t{}", (i * 7 + d * 131) % TABLES), "primaryKey": ["id"]}))
+        .collect();
+    let metrics: Vec<serde_json::Value> = (0..METRICS)
+        .map(|k| serde_json::json!({"name": format!("metric_{k}"), "expression": {"dialects": [{"dialect": "ANSI_SQL", "expression": format!("SUM(d0.id) + {k}")}]}, "datatype": "Decimal"}))
+        .collect();
+    let spec = serde_json::from_value(serde_json::json!({
+        "catalog": "analytics", "schema": "semantic", "name": format!("model_{i}"),
+        "definition": {"datasets": datasets, "metrics": metrics}
+    }))
+    .unwrap();
+    let mut m = SemanticModel::new(&format!("model-{i}"), spec);
+    m.metadata.namespace = Some(ns.into());
+    m
+}
+
+async fn for_each(n: usize, f: impl Fn(usize) -> futures::future::BoxFuture<'static, ()>) {
+    futures::stream::iter(0..n)
+        .map(f)
+        .buffer_unordered(CONCURRENCY)
+        .collect::<Vec<_>>()
+        .await;
+}
+
+async fn create_models(client: &Client, ns: &str, n: usize) {
+    let api: Api<SemanticModel> = Api::namespaced(client.clone(), ns);
+    let ns = ns.to_string();
+    for_each(n, |i| {
+        let (api, ns) = (api.clone(), ns.clone());
+        Box::pin(async move {
+            api.create(&PostParams::default(), &model(&ns, i))
+                .await
+                .unwrap();
+        })
+    })
+    .await;
+}
+
+/// The bare client: per model, the revision create and the status PUT semops makes.
+async fn bare_writes(client: &Client, ns: &str, n: usize) -> Duration {
+    let models: Api<SemanticModel> = Api::namespaced(client.clone(), ns);
+    let revisions: Api<ControllerRevision> = Api::namespaced(client.clone(), ns);
+    let listed = models.list(&ListParams::default()).await.unwrap().items;
+    let listed = Arc::new(listed);
+    let started = Instant::now();
+    for_each(n, |i| {
+        let (models, revisions, listed) = (models.clone(), revisions.clone(), listed.clone());
+        Box::pin(async move {
+            let m = &listed[i];
+            let rev = ControllerRevision {
+                metadata: ObjectMeta {
+                    name: Some(format!("{}-r1", m.name_any())),
+                    ..Default::default()
+                },
+                revision: Some(1),
+                data: RawExtension(serde_json::json!({"definition": m.spec.definition})),
+            };
+            revisions
+                .create(&PostParams::default(), &rev)
+                .await
+                .unwrap();
+            let now = Time(k8s_openapi::jiff::Timestamp::now());
+            let cond = |t: &str| Condition {
+                type_: t.into(),
+                status: "True".into(),
+                reason: "Accepted".into(),
+                message: "revision 1 accepted".into(),
+                last_transition_time: now.clone(),
+                observed_generation: m.metadata.generation,
+            };
+            let mut next = m.clone();
+            next.status = Some(SemanticModelStatus {
+                observed_generation: m.metadata.generation,
+                accepted_generation: m.metadata.generation,
+                revision: Some(1),
+                source_associations: m
+                    .spec
+                    .definition
+                    .datasets
+                    .iter()
+                    .map(|d| SourceAssociation {
+                        dataset: d.name.clone(),
+                        source: SourceName {
+                            catalog: "hr".into(),
+                            schema: "bench".into(),
+                            name: d.source.rsplit('.').next().unwrap().into(),
+                        },
+                        object_type: "TABLE".into(),
+                        id: "pg:1:2:r3".into(),
+                        revision: 1,
+                    })
+                    .collect(),
+                metrics: (0..METRICS)
+                    .map(|k| MetricIdentity {
+                        name: format!("metric_{k}"),
+                        id: uuid::Uuid::now_v7().to_string(),
+                    })
+                    .collect(),
+                conditions: ["Ready", "Valid", "SourcesResolved", "SourcesCurrent"]
+                    .iter()
+                    .map(|t| cond(t))
+                    .collect(),
+                ..Default::default()
+            });
+            next.metadata.managed_fields = None;
+            models
+                .replace_status(&m.name_any(), &PostParams::default(), &next)
+                .await
+                .unwrap();
+        })
+    })
+    .await;
+    started.elapsed()
+}
+
+async fn ready_count(client: &Client, ns: &str) -> usize {
+    let api: Api<SemanticModel> = Api::namespaced(client.clone(), ns);
+    api.list(&ListParams::default())
+        .await
+        .map(|l| {
+            l.items
+                .iter()
+                .filter(|m| {
+                    m.status
+                        .as_ref()
+                        .is_some_and(|s| semops::crd::conditions::is_true(&s.conditions, "Ready"))
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// Resident set size (KiB) and CPU seconds (user + system) of a process.
+fn proc_stats(pid: u32) -> (u64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let rss = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0);
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    let ticks: f64 = fields
+        .get(11)
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0)
+        + fields
+            .get(12)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0);
+    (rss, ticks / 100.0)
+}
+
+fn percentiles(mut v: Vec<Duration>) -> (Duration, Duration) {
+    v.sort();
+    let p = |q: f64| v[((v.len() as f64 - 1.0) * q).round() as usize];
+    (p(0.5), p(0.99))
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1e3)
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
+}
+
+struct Row(String, String);
+
+async fn run_scale(n: usize, rows: &mut Vec<Row>) {
+    let env = env();
+    let client = env.client().await;
+    let with_catalogs = |ns: &str| {
+        let docs: String = examples_in(ns)
+            .split("\n---\n")
+            .filter(|d| !d.contains("kind: SemanticModel"))
+            .collect::<Vec<_>>()
+            .join("\n---\n");
+        env.apply_ok(&docs);
+    };
+
+    // 1. The limit: a bare client making semops's writes.
+    let bare = env.namespace("bare");
+    with_catalogs(&bare.name);
+    create_models(&client, &bare.name, n).await;
+    let t_bare = bare_writes(&client, &bare.name, n).await;
+
+    // 2. semops from a cold start over the same number of models.
+    let ns = env.namespace("scale");
+    with_catalogs(&ns.name);
+    create_models(&client, &ns.name, n).await;
+    let started = Instant::now();
+    let mut op = Operator::start(
+        env,
+        &env.kubeconfig,
+        Some(&ns.name),
+        &ns.name,
+        &[
+            "--api-auth",
+            "none",
+            "--concurrency",
+            &CONCURRENCY.to_string(),
+        ],
+    );
+    let mut peak_rss = 0;
+    loop {
+        peak_rss = peak_rss.max(proc_stats(op.pid()).0);
+        if ready_count(&client, &ns.name).await == n {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(3600),
+            "models did not become Ready"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let t_semops = started.elapsed();
+    let (_, cpu_bringup) = proc_stats(op.pid());
+    let audited = |resource: &str, sub: &str, verb: &str| {
+        env.audited_writes(&ns.name, resource, sub, verb)
+            .unwrap_or(0)
+    };
+    let model_writes = audited("semanticmodels", "status", "update")
+        + audited("controllerrevisions", "", "create");
+
+    // 3. Steady state over a minute.
+    let writes_before = op.metric("semops_status_writes_total", &[]);
+    let (_, cpu0) = proc_stats(op.pid());
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let (rss_steady, cpu1) = proc_stats(op.pid());
+    let steady_writes = op.metric("semops_status_writes_total", &[]) - writes_before;
+
+    // 5. Source lookup through the live API vs kubectl + filter.
+    let port = op.api_port;
+    let lookups: Vec<Duration> = {
+        let mut v = vec![];
+        for k in 0..200 {
+            let path = format!(
+                "/api/metalakes/{}/objects/table/hr.bench.t{}/semantic-model-datasets",
+                ns.name,
+                (k * 37) % TABLES
+            );
+            let t = Instant::now();
+            let (code, _) = support::checks::request(port, "GET", &path, None, None);
+            v.push(t.elapsed());
+            assert_eq!(code, 200);
+        }
+        v
+    };
+    let (lookup_p50, lookup_p99) = percentiles(lookups);
+    let baseline: Vec<Duration> = (0..3)
+        .map(|k| {
+            let t = Instant::now();
+            let out = env.kubectl_ok(&["get", "sm", "-n", &ns.name, "-o", "json"]);
+            let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+            let table = format!("t{}", (k * 37) % TABLES);
+            let hits = v["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|m| {
+                    m["status"]["sourceAssociations"]
+                        .as_array()
+                        .is_some_and(|a| a.iter().any(|x| x["source"]["name"] == table.as_str()))
+                })
+                .count();
+            assert!(hits > 0);
+            t.elapsed()
+        })
+        .collect();
+    let (base_p50, _) = percentiles(baseline);
+
+    // 4. Restart: time until ready (caches synced) with n models.
+    op.terminate();
+    let restarted = Instant::now();
+    let op2 = Operator::start(
+        env,
+        &env.kubeconfig,
+        Some(&ns.name),
+        &ns.name,
+        &["--api-auth", "none"],
+    );
+    let t_restart = restarted.elapsed();
+    let writes_after_restart = {
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        op2.metric("semops_status_writes_total", &[])
+    };
+    drop(op2);
+
+    let label = |s: &str| format!("{n} models: {s}");
+    rows.push(Row(
+        label("bare API server, revision + status per model (the limit)"),
+        secs(t_bare),
+    ));
+    rows.push(Row(
+        label("semops, cold start to all Ready"),
+        format!(
+            "{} ({:.2}x the bare client)",
+            secs(t_semops),
+            t_semops.as_secs_f64() / t_bare.as_secs_f64()
+        ),
+    ));
+    rows.push(Row(
+        label("API writes per model by semops (audit log: status updates + revisions)"),
+        format!("{:.2}", model_writes as f64 / n as f64),
+    ));
+    rows.push(Row(
+        label("operator peak RSS during bring-up / RSS at steady state"),
+        format!("{} MiB / {} MiB", peak_rss / 1024, rss_steady / 1024),
+    ));
+    rows.push(Row(
+        label("operator CPU for the bring-up / at steady state"),
+        format!(
+            "{cpu_bringup:.1} CPU-s / {:.1}% of a core",
+            (cpu1 - cpu0) / 60.0 * 100.0
+        ),
+    ));
+    rows.push(Row(
+        label("status writes per minute at steady state"),
+        format!("{steady_writes}"),
+    ));
+    rows.push(Row(
+        label("restart: process start to ready (caches synced) / writes in the next 20 s"),
+        format!("{} / {writes_after_restart}", secs(t_restart)),
+    ));
+    rows.push(Row(
+        label("source lookup through the live API (incl. live probe), 200 queries"),
+        format!("p50 {} / p99 {}", ms(lookup_p50), ms(lookup_p99)),
+    ));
+    rows.push(Row(
+        label("the same via `kubectl get sm -o json` + filter"),
+        format!(
+            "p50 {} ({:.0}x slower than the API p50)",
+            ms(base_p50),
+            base_p50.as_secs_f64() / lookup_p50.as_secs_f64()
+        ),
+    ));
+    drop(ns);
+    drop(bare);
+}
+
+/// Two Catalogs of 5,000 registrations on 10,000 real tables, one round each, at once.
+async fn run_round(rows: &mut Vec<Row>) {
+    let env = env();
+    let pg = postgres();
+    pg.psql("hr", "CREATE SCHEMA IF NOT EXISTS round; DO $$ BEGIN FOR i IN 0..9999 LOOP EXECUTE format('CREATE TABLE IF NOT EXISTS round.r%s(id int)', i); END LOOP; END $$;");
+    let ns = env.namespace("round");
+    let regs = |from: usize| {
+        (from..from + 5000)
+            .map(|i| format!("{{kind: Table, schema: round, name: r{i}}}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    env.apply_ok(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: wh-reader, namespace: {n}}}\nstringData: {{username: postgres, password: postgres}}\n---\n{}---\n{}",
+        support::checks::catalog_yaml(&ns.name, "a", "hr", pg.port, &format!("[{}]", regs(0)), ""),
+        support::checks::catalog_yaml(&ns.name, "b", "hr", pg.port, &format!("[{}]", regs(5000)), ""),
+        n = ns.name
+    ));
+    let op = Operator::start(
+        env,
+        &env.kubeconfig,
+        Some(&ns.name),
+        &ns.name,
+        &["--api-auth", "none"],
+    );
+    let started = Instant::now();
+    for c in ["a", "b"] {
+        env.kubectl_ok(&[
+            "annotate",
+            "catalog",
+            c,
+            "-n",
+            &ns.name,
+            "semops.io/check-requested=bench",
+            "--overwrite",
+        ]);
+    }
+    let mut took = vec![];
+    for c in ["a", "b"] {
+        let status = eventually(Duration::from_secs(300), "round", || {
+            let out = env.kubectl_ok(&["get", "catalog", c, "-n", &ns.name, "-o", "json"]);
+            let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+            (v["status"]["lastCheck"]["trigger"] == "annotation:bench").then(|| v["status"].clone())
+        });
+        assert_eq!(status["lastCheck"]["result"], "Completed");
+        assert_eq!(status["lastCheck"]["probed"], 5000);
+        let t = |k: &str| {
+            status["lastCheck"][k]
+                .as_str()
+                .unwrap()
+                .parse::<k8s_openapi::jiff::Timestamp>()
+                .unwrap()
+        };
+        took.push(t("startedAt").duration_until(t("finishedAt")).as_secs_f64());
+    }
+    let wall = started.elapsed();
+    rows.push(Row(
+        "stale round, 10,000 registrations (2 Catalogs x 5,000) on local PostgreSQL, default concurrency".into(),
+        format!("{} from annotation to both recorded (rounds: {:.1} s and {:.1} s, status second-resolution); probes: {}", secs(wall), took[0], took[1], op.metric("semops_probes_total", &[])),
+    ));
+}
+
+fn main() {
+    if std::env::var_os("SEMOPS_BENCH_SCALE").is_none() {
+        eprintln!(
+            "the scale benchmark starts a control plane and takes minutes: run it with hack/bench"
+        );
+        return;
+    }
+    let counts: Vec<usize> = std::env::var("SEMOPS_BENCH_MODELS")
+        .unwrap_or_else(|_| "1000".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut rows = vec![];
+    runtime.block_on(async {
+        let pg = postgres();
+        pg.psql("hr", &format!("CREATE SCHEMA IF NOT EXISTS bench; DO $$ BEGIN FOR i IN 0..{} LOOP EXECUTE format('CREATE TABLE IF NOT EXISTS bench.t%s(id int)', i); END LOOP; END $$;", TABLES - 1));
+        for n in counts {
+            eprintln!("[bench] {n} models");
+            run_scale(n, &mut rows).await;
+        }
+        eprintln!("[bench] stale round");
+        run_round(&mut rows).await;
+    });
+    let mut table = String::from("| measurement | result |\n| --- | --- |\n");
+    for Row(what, result) in &rows {
+        table.push_str(&format!("| {what} | {result} |\n"));
+    }
+    print!("{table}");
+    let dir = std::path::Path::new(support::ROOT).join("target/bench");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("scale.md"), &table).unwrap();
+}
