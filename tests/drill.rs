@@ -116,7 +116,11 @@ fn leader_kills_during_acceptance() {
             while !done.load(Ordering::Relaxed) {
                 if let Ok(list) = api.list(&ListParams::default()).await {
                     for (key, id) in metric_ids(&list.items) {
-                        seen.lock().unwrap().entry(key.clone()).or_default().insert(id.clone());
+                        seen.lock()
+                            .unwrap()
+                            .entry(key.clone())
+                            .or_default()
+                            .insert(id.clone());
                         owners.lock().unwrap().entry(id).or_default().insert(key);
                     }
                 }
@@ -133,12 +137,15 @@ fn leader_kills_during_acceptance() {
                 std::thread::sleep(Duration::from_millis(500 + rand::random::<u64>() % 1500));
                 let leader = {
                     let mut ops = ops.lock().unwrap();
-                    ops.iter().position(|o| o.is_leading()).map(|i| ops.remove(i))
+                    ops.iter()
+                        .position(|o| o.is_leading())
+                        .map(|i| ops.remove(i))
                 };
                 if let Some(mut leader) = leader {
                     leader.kill();
                     kills += 1;
-                    let fresh = Operator::start(env, &env.kubeconfig, Some(&ns_name), &ns_name, &args);
+                    let fresh =
+                        Operator::start(env, &env.kubeconfig, Some(&ns_name), &ns_name, &args);
                     ops.lock().unwrap().push(fresh);
                 }
             }
@@ -155,8 +162,19 @@ fn leader_kills_during_acceptance() {
     while !killer.is_finished() {
         let i = rand::random::<u64>() as usize % MODELS;
         metrics[i] += 1;
-        let patch = serde_json::from_str::<Value>(&serde_json::to_string(&serde_yaml::from_str::<Value>(&model_yaml(&ns.name, i, metrics[i])).unwrap()).unwrap()).unwrap();
-        rt.block_on(api.patch(&format!("model-{i}"), &PatchParams::default(), &Patch::Merge(&serde_json::json!({"spec": patch["spec"]})))).unwrap();
+        let patch = serde_json::from_str::<Value>(
+            &serde_json::to_string(
+                &serde_yaml::from_str::<Value>(&model_yaml(&ns.name, i, metrics[i])).unwrap(),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        rt.block_on(api.patch(
+            &format!("model-{i}"),
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({"spec": patch["spec"]})),
+        ))
+        .unwrap();
         edits += 1;
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -183,7 +201,12 @@ fn leader_kills_during_acceptance() {
         .iter()
         .filter(|(key, ids)| ids.iter().any(|id| final_map.get(*key) != Some(id)))
         .count();
-    let reused = owners.lock().unwrap().values().filter(|o| o.len() > 1).count();
+    let reused = owners
+        .lock()
+        .unwrap()
+        .values()
+        .filter(|o| o.len() > 1)
+        .count();
     let mut all: Vec<&String> = finals.iter().map(|(_, id)| id).collect();
     let total = all.len();
     all.sort();
@@ -191,13 +214,19 @@ fn leader_kills_during_acceptance() {
     let duplicated = total - all.len();
     record(
         "kills",
-        &format!("{kills} SIGKILLs of the leader while {MODELS} models were created and edited {edits} times"),
+        &format!(
+            "{kills} SIGKILLs of the leader while {MODELS} models were created and edited {edits} times"
+        ),
         &format!("ids reused / lost / duplicated: {reused} / {lost} / {duplicated}"),
-        &format!("converged {:.1} s after the last kill; {} metric ids checked; total {:.0} s", convergence.as_secs_f64(), final_map.len(), started.elapsed().as_secs_f64()),
+        &format!(
+            "converged {:.1} s after the last kill; {} metric ids checked; total {:.0} s",
+            convergence.as_secs_f64(),
+            final_map.len(),
+            started.elapsed().as_secs_f64()
+        ),
     );
     assert_eq!((reused, lost, duplicated), (0, 0, 0));
 }
-
 
 fn sig(pid: u32, signal: &str) {
     std::process::Command::new("kill")
@@ -265,17 +294,25 @@ fn leader_failover_and_a_frozen_leader() {
     std::thread::sleep(Duration::from_secs(5)); // past the 3 s lease
     let generation = edit(100);
     accepted(generation);
-    let revision = rt.block_on(api.get("model-0")).unwrap().status.unwrap().revision;
+    let revision = rt
+        .block_on(api.get("model-0"))
+        .unwrap()
+        .status
+        .unwrap()
+        .revision;
     sig(frozen_pid, "CONT");
     std::thread::sleep(Duration::from_secs(10));
     let old_writes = ops[i].metric("semops_status_writes_total", &[]) - writes_before;
     let after = rt.block_on(api.get("model-0")).unwrap().status.unwrap();
-    let harmful = usize::from(after.revision < revision || after.accepted_generation != Some(generation));
+    let harmful =
+        usize::from(after.revision < revision || after.accepted_generation != Some(generation));
     record(
         "failover",
         "leader failover, 20 trials (SIGKILL, lease 3 s); a leader frozen (SIGSTOP) past its lease, then resumed",
         &format!("writes accepted from the frozen leader: {old_writes} (harmful: {harmful})"),
-        &format!("time from SIGKILL to the edit accepted by the new leader: p50 {p50:.1} s, p99 {p99:.1} s"),
+        &format!(
+            "time from SIGKILL to the edit accepted by the new leader: p50 {p50:.1} s, p99 {p99:.1} s"
+        ),
     );
     assert_eq!((old_writes, harmful), (0.0, 0));
 }
@@ -290,21 +327,36 @@ fn api_server_restart_and_watch_expiry() {
     drill_tables();
     let ns = env.namespace("relist");
     env.apply_ok(&catalogs_only(&ns.name));
-    let op = Operator::start(env, &env.kubeconfig, Some(&ns.name), &ns.name, &["--leader-elect=false", "--api-auth", "none"]);
+    let op = Operator::start(
+        env,
+        &env.kubeconfig,
+        Some(&ns.name),
+        &ns.name,
+        &["--leader-elect=false", "--api-auth", "none"],
+    );
     for i in 0..100 {
         env.apply_ok(&model_yaml(&ns.name, i, 1));
     }
     let rt = tokio::runtime::Runtime::new().unwrap();
     let api: Api<SemanticModel> = Api::namespaced(rt.block_on(env.client()), &ns.name);
     let list = || rt.block_on(api.list(&ListParams::default())).unwrap().items;
-    eventually(Duration::from_secs(300), "100 models ready", || converged(&list()).then_some(()));
+    eventually(Duration::from_secs(300), "100 models ready", || {
+        converged(&list()).then_some(())
+    });
 
     sig(op.pid(), "STOP");
     for i in 100..150 {
         env.apply_ok(&model_yaml(&ns.name, i, 1));
     }
     for i in 0..25 {
-        env.kubectl_ok(&["delete", "sm", &format!("model-{i}"), "-n", &ns.name, "--wait=false"]);
+        env.kubectl_ok(&[
+            "delete",
+            "sm",
+            &format!("model-{i}"),
+            "-n",
+            &ns.name,
+            "--wait=false",
+        ]);
     }
     for i in 25..50 {
         env.apply_ok(&model_yaml(&ns.name, i, 2));
@@ -323,8 +375,14 @@ fn api_server_restart_and_watch_expiry() {
             .unwrap();
         serde_json::from_slice(&out.stdout).unwrap()
     };
-    let revision = curl("/v3/kv/range", r#"{"key":"AA=="}"#)["header"]["revision"].as_str().unwrap().to_string();
-    curl("/v3/kv/compaction", &format!(r#"{{"revision":"{revision}","physical":true}}"#));
+    let revision = curl("/v3/kv/range", r#"{"key":"AA=="}"#)["header"]["revision"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    curl(
+        "/v3/kv/compaction",
+        &format!(r#"{{"revision":"{revision}","physical":true}}"#),
+    );
     let restart = std::process::Command::new(format!("{}/hack/cluster", support::ROOT))
         .args(["restart-apiserver", cluster.to_str().unwrap()])
         .status()
@@ -337,7 +395,10 @@ fn api_server_restart_and_watch_expiry() {
         let (_, body) = support::checks::request(
             op.api_port,
             "GET",
-            &format!("/api/metalakes/{}/objects/table/hr.drill.t{k}/semantic-model-datasets", ns.name),
+            &format!(
+                "/api/metalakes/{}/objects/table/hr.drill.t{k}/semantic-model-datasets",
+                ns.name
+            ),
             None,
             None,
         );
@@ -355,7 +416,10 @@ fn api_server_restart_and_watch_expiry() {
         "relist",
         "operator frozen while 50 models were created, 25 deleted, 25 edited; etcd compacted past its watch; API server restarted",
         &format!("objects missed after the relist: {missed}"),
-        &format!("all converged and no deleted model served {:.1} s after resuming; {relists} watch errors logged before relisting", resumed.elapsed().as_secs_f64()),
+        &format!(
+            "all converged and no deleted model served {:.1} s after resuming; {relists} watch errors logged before relisting",
+            resumed.elapsed().as_secs_f64()
+        ),
     );
     assert_eq!(missed, 0);
 }
@@ -368,24 +432,61 @@ fn api_server_restart_and_watch_expiry() {
 fn catalog_outages_under_auto_remove() {
     const SETUP: &str = "CREATE SCHEMA app; CREATE TABLE app.a(id int); CREATE TABLE app.b(id int); CREATE SCHEMA gone;";
     const REGS: &str = "[{kind: Schema, name: app}, {kind: Schema, name: gone}, {kind: Table, schema: app, name: a}, {kind: Table, schema: app, name: b}]";
-    const POLICY: &str = "enabled: false, mode: AutoRemove, probe: {timeout: 2s, concurrency: 2, batchSize: 2}";
-    let refused = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port(); // closed again: refused
+    const POLICY: &str =
+        "enabled: false, mode: AutoRemove, probe: {timeout: 2s, concurrency: 2, batchSize: 2}";
+    let refused = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port(); // closed again: refused
     let hole = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let hole_port = hole.local_addr().unwrap().port();
     let port = |w: &World, p: u16| {
-        env().kubectl_ok(&["patch", "catalog", "wh", "-n", w.ns(), "--type=merge", "-p", &format!(r#"{{"spec":{{"connection":{{"port":{p}}}}}}}"#)]);
+        env().kubectl_ok(&[
+            "patch",
+            "catalog",
+            "wh",
+            "-n",
+            w.ns(),
+            "--type=merge",
+            "-p",
+            &format!(r#"{{"spec":{{"connection":{{"port":{p}}}}}}}"#),
+        ]);
     };
     let password = |w: &World, p: &str| {
-        env().kubectl_ok(&["patch", "secret", "wh-reader", "-n", w.ns(), "--type=merge", "-p", &format!(r#"{{"stringData":{{"password":"{p}"}}}}"#)]);
+        env().kubectl_ok(&[
+            "patch",
+            "secret",
+            "wh-reader",
+            "-n",
+            w.ns(),
+            "--type=merge",
+            "-p",
+            &format!(r#"{{"stringData":{{"password":"{p}"}}}}"#),
+        ]);
     };
     type Step = Box<dyn Fn(&World)>;
     let scenarios: Vec<(&str, Step, Step)> = vec![
-        ("connection refused", Box::new(move |w| port(w, refused)), Box::new(move |w| port(w, postgres().port))),
-        ("blackholed port", Box::new(move |w| port(w, hole_port)), Box::new(move |w| port(w, postgres().port))),
-        ("bad password", Box::new(move |w| password(w, "wrong")), Box::new(move |w| password(w, support::checks::PASSWORD))),
+        (
+            "connection refused",
+            Box::new(move |w| port(w, refused)),
+            Box::new(move |w| port(w, postgres().port)),
+        ),
+        (
+            "blackholed port",
+            Box::new(move |w| port(w, hole_port)),
+            Box::new(move |w| port(w, postgres().port)),
+        ),
+        (
+            "bad password",
+            Box::new(move |w| password(w, "wrong")),
+            Box::new(move |w| password(w, support::checks::PASSWORD)),
+        ),
         (
             "CONNECT revoked",
-            Box::new(|w| w.sql(&format!("REVOKE CONNECT ON DATABASE {} FROM PUBLIC; SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{}';", w.db, w.role))),
+            Box::new(|w| {
+                w.sql(&format!("REVOKE CONNECT ON DATABASE {} FROM PUBLIC; SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{}';", w.db, w.role))
+            }),
             Box::new(|w| w.sql(&format!("GRANT CONNECT ON DATABASE {} TO PUBLIC;", w.db))),
         ),
         (
@@ -403,7 +504,10 @@ fn catalog_outages_under_auto_remove() {
         w.sql("DROP SCHEMA gone; DROP TABLE app.b;");
         fail(&w);
         let s = w.check("wh");
-        assert_eq!(s["lastCheck"]["result"], "CatalogUnreachable", "{name}: {s}");
+        assert_eq!(
+            s["lastCheck"]["result"], "CatalogUnreachable",
+            "{name}: {s}"
+        );
         reasons.push(format!("{name}: {}", condition(&s, "Reachable").1));
         on_doubt += w.removed_metric();
         heal(&w);
@@ -415,7 +519,10 @@ fn catalog_outages_under_auto_remove() {
         "outages",
         "catalog outages with AutoRemove: refused, blackhole, bad password, CONNECT revoked, mid-round permission failure",
         &format!("removals on doubt: {on_doubt}"),
-        &format!("each round CatalogUnreachable ({}); after healing, the next rounds removed {healed} (2 per scenario)", reasons.join(", ")),
+        &format!(
+            "each round CatalogUnreachable ({}); after healing, the next rounds removed {healed} (2 per scenario)",
+            reasons.join(", ")
+        ),
     );
     assert_eq!(on_doubt, 0.0);
     assert_eq!(healed, 2.0 * scenarios.len() as f64);
@@ -430,12 +537,22 @@ fn hostile_input_never_panics() {
     drill_tables();
     let ns = env.namespace("hostile");
     env.apply_ok(&catalogs_only(&ns.name));
-    let op = Operator::start(env, &env.kubeconfig, Some(&ns.name), &ns.name, &["--api-auth", "none"]);
+    let op = Operator::start(
+        env,
+        &env.kubeconfig,
+        Some(&ns.name),
+        &ns.name,
+        &["--api-auth", "none"],
+    );
     let n = &ns.name;
     let model = |name: &str, spec: &str| {
-        format!("apiVersion: semops.io/v1alpha1\nkind: SemanticModel\nmetadata: {{name: {name}, namespace: {n}}}\nspec:\n  catalog: analytics\n  schema: semantic\n{spec}")
+        format!(
+            "apiVersion: semops.io/v1alpha1\nkind: SemanticModel\nmetadata: {{name: {name}, namespace: {n}}}\nspec:\n  catalog: analytics\n  schema: semantic\n{spec}"
+        )
     };
-    let ds = |extra: &str| format!("  definition:\n    datasets: [{{name: a, source: hr.drill.t0{extra}}}]\n");
+    let ds = |extra: &str| {
+        format!("  definition:\n    datasets: [{{name: a, source: hr.drill.t0{extra}}}]\n")
+    };
     let nested = format!("{}1{}", "{x: ".repeat(150), "}".repeat(150));
     let big = "x".repeat(1024 * 1024);
     let many_metrics = (0..10_000)
@@ -447,35 +564,131 @@ fn hostile_input_never_panics() {
         .collect::<Vec<_>>()
         .join(", ");
     let classes: Vec<(&str, String)> = vec![
-        ("near-limit definition (1,000 datasets)", model("h-near", &format!("  definition:\n    datasets: [{many_datasets}]\n"))),
-        ("deeply nested aiContext (150 levels)", model("h-nested", &format!("  definition:\n    aiContext: {nested}\n    datasets: [{{name: a, source: hr.drill.t0}}]\n"))),
-        ("1 MiB string", model("h-big", &format!("  comment: {big}\n{}", ds("")))),
-        ("bidi override in the model name", model("h-bidi", &format!("  name: \"abc\\u202Edef\"\n{}", ds("")))),
-        ("zero-width characters in a dataset name", model("h-zw", "  definition:\n    datasets: [{name: \"a\\u200Bb\", source: hr.drill.t0}]\n")),
-        ("NFC vs NFD dataset names", model("h-nfd", "  definition:\n    datasets: [{name: \"\\u00e9\", source: hr.drill.t0}, {name: \"e\\u0301\", source: hr.drill.t1}]\n")),
-        ("backticks, quotes, semicolons in a source", model("h-quote", "  definition:\n    datasets: [{name: a, source: \"hr.`drill`.t0; DROP TABLE drill.t1 --\"}]\n")),
-        ("names differing only in case", model("h-case", "  definition:\n    datasets: [{name: Orders, source: hr.drill.t0}, {name: orders, source: hr.drill.t1}]\n")),
-        ("10,000 metrics", model("h-metrics", &format!("  definition:\n    datasets: [{{name: a, source: hr.drill.t0}}]\n    metrics: [{many_metrics}]\n"))),
-        ("empty names", model("h-empty", "  definition:\n    datasets: [{name: \"\", source: hr.drill.t0}]\n")),
-        ("unknown fields", model("h-unknown", &format!("  bogus: 1\n{}", ds(", bogus: 2")))),
-        ("a source in a catalog that does not exist", model("h-nocat", "  definition:\n    datasets: [{name: a, source: nope.drill.t0}]\n")),
-        ("a relationship to an unknown dataset", model("h-rel", "  definition:\n    datasets: [{name: a, source: hr.drill.t0}]\n    relationships: [{name: r, from: a, to: ghost, fromColumns: [id], toColumns: [id]}]\n")),
-        ("a model name of 300 characters", model("h-long", &format!("  name: {}\n{}", "n".repeat(300), ds("")))),
-        ("a source with SQL-looking and NUL characters", model("h-nul", "  definition:\n    datasets: [{name: a, source: \"hr.drill.t0\\u0000x\"}]\n")),
+        (
+            "near-limit definition (1,000 datasets)",
+            model(
+                "h-near",
+                &format!("  definition:\n    datasets: [{many_datasets}]\n"),
+            ),
+        ),
+        (
+            "deeply nested aiContext (150 levels)",
+            model(
+                "h-nested",
+                &format!(
+                    "  definition:\n    aiContext: {nested}\n    datasets: [{{name: a, source: hr.drill.t0}}]\n"
+                ),
+            ),
+        ),
+        (
+            "1 MiB string",
+            model("h-big", &format!("  comment: {big}\n{}", ds(""))),
+        ),
+        (
+            "bidi override in the model name",
+            model("h-bidi", &format!("  name: \"abc\\u202Edef\"\n{}", ds(""))),
+        ),
+        (
+            "zero-width characters in a dataset name",
+            model(
+                "h-zw",
+                "  definition:\n    datasets: [{name: \"a\\u200Bb\", source: hr.drill.t0}]\n",
+            ),
+        ),
+        (
+            "NFC vs NFD dataset names",
+            model(
+                "h-nfd",
+                "  definition:\n    datasets: [{name: \"\\u00e9\", source: hr.drill.t0}, {name: \"e\\u0301\", source: hr.drill.t1}]\n",
+            ),
+        ),
+        (
+            "backticks, quotes, semicolons in a source",
+            model(
+                "h-quote",
+                "  definition:\n    datasets: [{name: a, source: \"hr.`drill`.t0; DROP TABLE drill.t1 --\"}]\n",
+            ),
+        ),
+        (
+            "names differing only in case",
+            model(
+                "h-case",
+                "  definition:\n    datasets: [{name: Orders, source: hr.drill.t0}, {name: orders, source: hr.drill.t1}]\n",
+            ),
+        ),
+        (
+            "10,000 metrics",
+            model(
+                "h-metrics",
+                &format!(
+                    "  definition:\n    datasets: [{{name: a, source: hr.drill.t0}}]\n    metrics: [{many_metrics}]\n"
+                ),
+            ),
+        ),
+        (
+            "empty names",
+            model(
+                "h-empty",
+                "  definition:\n    datasets: [{name: \"\", source: hr.drill.t0}]\n",
+            ),
+        ),
+        (
+            "unknown fields",
+            model("h-unknown", &format!("  bogus: 1\n{}", ds(", bogus: 2"))),
+        ),
+        (
+            "a source in a catalog that does not exist",
+            model(
+                "h-nocat",
+                "  definition:\n    datasets: [{name: a, source: nope.drill.t0}]\n",
+            ),
+        ),
+        (
+            "a relationship to an unknown dataset",
+            model(
+                "h-rel",
+                "  definition:\n    datasets: [{name: a, source: hr.drill.t0}]\n    relationships: [{name: r, from: a, to: ghost, fromColumns: [id], toColumns: [id]}]\n",
+            ),
+        ),
+        (
+            "a model name of 300 characters",
+            model(
+                "h-long",
+                &format!("  name: {}\n{}", "n".repeat(300), ds("")),
+            ),
+        ),
+        (
+            "a source with SQL-looking and NUL characters",
+            model(
+                "h-nul",
+                "  definition:\n    datasets: [{name: a, source: \"hr.drill.t0\\u0000x\"}]\n",
+            ),
+        ),
     ];
     let mut outcomes = vec![];
     for (class, yaml) in &classes {
         let out = env.apply(yaml);
-        let name = yaml.split("name: ").nth(1).unwrap().split(',').next().unwrap().to_string();
+        let name = yaml
+            .split("name: ")
+            .nth(1)
+            .unwrap()
+            .split(',')
+            .next()
+            .unwrap()
+            .to_string();
         let outcome = if !out.status.success() {
             "rejected at admission".to_string()
         } else {
-            let reason = eventually(Duration::from_secs(90), &format!("{class} reported"), || {
-                let out = env.kubectl(&["get", "sm", &name, "-n", n, "-o", "json"]);
-                let v: Value = serde_json::from_slice(&out.stdout).ok()?;
-                let (status, reason) = condition(&v["status"], "Ready");
-                (!status.is_empty()).then(|| format!("Ready={status} {reason}"))
-            });
+            let reason = eventually(
+                Duration::from_secs(90),
+                &format!("{class} reported"),
+                || {
+                    let out = env.kubectl(&["get", "sm", &name, "-n", n, "-o", "json"]);
+                    let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+                    let (status, reason) = condition(&v["status"], "Ready");
+                    (!status.is_empty()).then(|| format!("Ready={status} {reason}"))
+                },
+            );
             format!("status {reason}")
         };
         outcomes.push(format!("{class}: {outcome}"));
@@ -488,7 +701,11 @@ fn hostile_input_never_panics() {
     rt.block_on(async {
         for k in 0..200 {
             let m = api
-                .patch("h-edits", &PatchParams::default(), &Patch::Merge(&serde_json::json!({"spec": {"comment": format!("edit {k}")}})))
+                .patch(
+                    "h-edits",
+                    &PatchParams::default(),
+                    &Patch::Merge(&serde_json::json!({"spec": {"comment": format!("edit {k}")}})),
+                )
                 .await
                 .unwrap();
             last = m.metadata.generation.unwrap();
@@ -519,24 +736,53 @@ fn hostile_input_never_panics() {
 fn a_canary_password_never_leaks() {
     let env = env();
     let canary = format!("canary-{}", uuid::Uuid::now_v7().simple());
-    let w = World::new("canary", "CREATE SCHEMA app; CREATE TABLE app.a(id int);", "[{kind: Schema, name: app}, {kind: Table, schema: app, name: a}]", "enabled: false, mode: ReportOnly", &[]);
+    let w = World::new(
+        "canary",
+        "CREATE SCHEMA app; CREATE TABLE app.a(id int);",
+        "[{kind: Schema, name: app}, {kind: Table, schema: app, name: a}]",
+        "enabled: false, mode: ReportOnly",
+        &[],
+    );
     w.sql(&format!("ALTER ROLE {} PASSWORD '{canary}';", w.role));
-    env.kubectl_ok(&["patch", "secret", "wh-reader", "-n", w.ns(), "--type=merge", "-p", &format!(r#"{{"stringData":{{"password":"{canary}"}}}}"#)]);
+    env.kubectl_ok(&[
+        "patch",
+        "secret",
+        "wh-reader",
+        "-n",
+        w.ns(),
+        "--type=merge",
+        "-p",
+        &format!(r#"{{"stringData":{{"password":"{canary}"}}}}"#),
+    ]);
     let ns = w.ns().to_string();
     let mut bodies = vec![];
     let mut api = |path: &str, method: &str| {
-        bodies.push(w.api(method, &format!("/api/metalakes/{ns}/catalogs/wh/{path}"), None).1.to_string());
+        bodies.push(
+            w.api(
+                method,
+                &format!("/api/metalakes/{ns}/catalogs/wh/{path}"),
+                None,
+            )
+            .1
+            .to_string(),
+        );
     };
     w.check("wh"); // works with the canary
     api("stale-entities", "GET");
     api("registrations", "GET");
     // Failing with the canary in hand: wrong user for it, then a revoked privilege.
     w.sql(&format!("ALTER ROLE {} PASSWORD 'something-else';", w.role));
-    w.sql(&format!("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{}';", w.role));
+    w.sql(&format!(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{}';",
+        w.role
+    ));
     w.check("wh");
     api("stale-entities", "GET");
     api("reconcile", "POST");
-    w.sql(&format!("ALTER ROLE {} PASSWORD '{canary}'; REVOKE SELECT ON pg_catalog.pg_class FROM PUBLIC;", w.role));
+    w.sql(&format!(
+        "ALTER ROLE {} PASSWORD '{canary}'; REVOKE SELECT ON pg_catalog.pg_class FROM PUBLIC;",
+        w.role
+    ));
     w.check("wh");
     api("stale-schemas", "GET");
     w.sql("GRANT SELECT ON pg_catalog.pg_class TO PUBLIC;");
@@ -548,8 +794,13 @@ fn a_canary_password_never_leaks() {
     record(
         "canary",
         "a canary password in a Catalog Secret, through working and failing connections, rounds, reports",
-        &format!("occurrences: logs {logs}, Events {events}, status {status}, API bodies {api_bodies}"),
-        &format!("{} API bodies, 3 rounds (connected, authentication failure, permission failure)", bodies.len()),
+        &format!(
+            "occurrences: logs {logs}, Events {events}, status {status}, API bodies {api_bodies}"
+        ),
+        &format!(
+            "{} API bodies, 3 rounds (connected, authentication failure, permission failure)",
+            bodies.len()
+        ),
     );
     assert_eq!((logs, events, status, api_bodies), (0, 0, 0, 0));
 }

@@ -198,13 +198,7 @@ pub async fn reconcile(model: Arc<SemanticModel>, ctx: Arc<Context>) -> Result<A
                 }
                 DriftCheck::Checked(drift) => {
                     conds.push(if drift.is_empty() {
-                        let n = accepted.source_associations.len();
-                        Desired::new(
-                            "SourcesCurrent",
-                            Status::True,
-                            "Current",
-                            format!("all {n} association(s) match their sources"),
-                        )
+                        sources_current(accepted.source_associations.len())
                     } else {
                         Desired::new(
                             "SourcesCurrent",
@@ -338,12 +332,7 @@ pub async fn reconcile(model: Arc<SemanticModel>, ctx: Arc<Context>) -> Result<A
     if replaced {
         ctx.mark_sources_resolved(&model.uid().unwrap_or_default());
         notice_bound_catalogs(&ctx, &ns, &next.source_associations);
-        conds.push(Desired::new(
-            "SourcesCurrent",
-            Status::True,
-            "Current",
-            format!("sources resolved at revision {revision}"),
-        ));
+        conds.push(sources_current(next.source_associations.len()));
     } else {
         conds.extend(keep_condition(&accepted, "SourcesCurrent"));
     }
@@ -380,6 +369,17 @@ fn notice_bound_catalogs(
             .into_iter()
             .map(|c| kube::runtime::reflector::ObjectRef::new(c).within(ns)),
     );
+}
+
+/// `SourcesCurrent=True`: one text whether the sources were just resolved or a round confirmed
+/// them, so a round that finds nothing new writes nothing.
+fn sources_current(associations: usize) -> Desired {
+    Desired::new(
+        "SourcesCurrent",
+        Status::True,
+        "Current",
+        format!("all {associations} association(s) match their sources"),
+    )
 }
 
 enum DriftCheck {

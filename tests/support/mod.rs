@@ -192,7 +192,7 @@ impl Env {
                     let o = &e["objectRef"];
                     o["namespace"] == namespace
                         && o["resource"] == resource
-                        && o["subresource"] == subresource
+                        && o["subresource"].as_str().unwrap_or("") == subresource
                 })
                 .count(),
         )
