@@ -714,3 +714,24 @@ fn an_operator_killed_at_random_points_many_times_never_reuses_or_loses_an_id() 
     ]);
     assert_eq!(stored, last["snapshotHash"].as_str().unwrap());
 }
+
+/// An object nested past serde_json's recursion limit (the API server accepts it) must not stall
+/// the model watch: it is reported in its own status and other models keep being accepted.
+#[test]
+fn a_model_nested_too_deep_is_reported_and_does_not_stall_the_others() {
+    let w = World::new("deep");
+    let deep = format!("{}1{}", "{x: ".repeat(150), "}".repeat(150));
+    env().apply_ok(&format!(
+        "apiVersion: semops.io/v1alpha1\nkind: SemanticModel\nmetadata: {{name: deep, namespace: {}}}\nspec:\n  catalog: analytics\n  schema: semantic\n  definition:\n    aiContext: {deep}\n    datasets: [{{name: e, source: hr.{}.employees}}]\n",
+        w.ns(),
+        w.schema
+    ));
+    let message = wait_ready(env(), w.ns(), "sm/deep", "False", "SpecTooDeep");
+    assert!(message.contains("levels deep"), "{message}");
+    w.apply("after", "[{name: e, source: hr.$S.employees}]", "[]", "");
+    w.accepted("after", 1);
+    assert!(
+        !w.op.logs().contains("watch failed"),
+        "the deep object broke the watch"
+    );
+}

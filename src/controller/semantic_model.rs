@@ -89,6 +89,11 @@ pub fn local_verdict(
     catalogs: &dyn CatalogLookup,
     others: &[Arc<SemanticModel>],
 ) -> Option<Rejection> {
+    if let Some(problem) = &model.decode_problem {
+        let valid = Desired::new("Valid", Status::False, "SpecTooDeep", problem.clone());
+        let ready = Desired::new("Ready", Status::False, "SpecTooDeep", problem.clone());
+        return Some(Rejection { ready, valid });
+    }
     let mut problems = validate::validate_definition(&model.spec);
     problems.extend(validate::validate_catalog_refs(&model.spec, catalogs));
     if let Some(first) = problems.first() {

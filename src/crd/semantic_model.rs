@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
     group = "semops.io",
     version = "v1alpha1",
     kind = "SemanticModel",
+    root = "SemanticModelDoc",
     plural = "semanticmodels",
     namespaced,
     status = "SemanticModelStatus",
@@ -423,6 +424,249 @@ pub struct RetiredMetric {
     pub retired_in_revision: i64,
 }
 
+/// The SemanticModel object as semops reads and writes it. `SemanticModelDoc` (the derive's root)
+/// generates the CRD; this type decodes what the API server sends so that no object can trip
+/// serde_json's recursion limit (128): `metadata.managedFields`, which mirrors the nesting of a
+/// free-form `aiContext`, is skipped, and a spec nested deeper than [`MAX_SPEC_DEPTH`] is not
+/// parsed at all — the object keeps its name, catalog and schema and carries a
+/// [`SemanticModel::decode_problem`] that the controller reports. Without this, one object
+/// nested ~130 levels deep (which the API server accepts) fails every list and watch of the kind
+/// and stalls the operator for all models.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SemanticModel {
+    pub metadata: ObjectMeta,
+    pub spec: SemanticModelSpec,
+    pub status: Option<SemanticModelStatus>,
+    /// Set when the spec could not be decoded (too deep); never serialized.
+    pub decode_problem: Option<String>,
+}
+
+/// Deepest JSON nesting of `spec` semops decodes (objects and arrays, from `spec` itself).
+pub const MAX_SPEC_DEPTH: usize = 64;
+
+/// Nesting depth of a JSON text (objects and arrays), by a byte scan that skips strings: safe on
+/// any input, no recursion.
+pub fn json_depth(text: &str) -> usize {
+    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for b in text.bytes() {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+impl SemanticModel {
+    pub fn new(name: &str, spec: SemanticModelSpec) -> Self {
+        Self {
+            metadata: ObjectMeta {
+                name: Some(name.to_string()),
+                ..Default::default()
+            },
+            spec,
+            status: None,
+            decode_problem: None,
+        }
+    }
+
+    /// The CRD (generated from `SemanticModelDoc`).
+    pub fn crd()
+    -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition
+    {
+        let mut crd = <SemanticModelDoc as kube::CustomResourceExt>::crd();
+        // The schema is titled after the derive's root type; users know the kind.
+        for v in &mut crd.spec.versions {
+            if let Some(schema) = v
+                .schema
+                .as_mut()
+                .and_then(|s| s.open_api_v3_schema.as_mut())
+            {
+                schema.title = Some("SemanticModel".into());
+            }
+        }
+        crd
+    }
+}
+
+impl kube::Resource for SemanticModel {
+    type DynamicType = ();
+    type Scope = kube::core::NamespaceResourceScope;
+
+    fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+        "SemanticModel".into()
+    }
+    fn group(_: &()) -> std::borrow::Cow<'_, str> {
+        "semops.io".into()
+    }
+    fn version(_: &()) -> std::borrow::Cow<'_, str> {
+        "v1alpha1".into()
+    }
+    fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+        "semanticmodels".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+impl Serialize for SemanticModel {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut o = s.serialize_struct("SemanticModel", 5)?;
+        o.serialize_field("apiVersion", "semops.io/v1alpha1")?;
+        o.serialize_field("kind", "SemanticModel")?;
+        o.serialize_field("metadata", &self.metadata)?;
+        o.serialize_field("spec", &self.spec)?;
+        if let Some(status) = &self.status {
+            o.serialize_field("status", status)?;
+        }
+        o.end()
+    }
+}
+
+/// `ObjectMeta` without `managedFields` (unknown fields are skipped without recursion).
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct WireMeta {
+    annotations: Option<BTreeMap<String, String>>,
+    creation_timestamp: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    deletion_grace_period_seconds: Option<i64>,
+    deletion_timestamp: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    finalizers: Option<Vec<String>>,
+    generate_name: Option<String>,
+    generation: Option<i64>,
+    labels: Option<BTreeMap<String, String>>,
+    name: Option<String>,
+    namespace: Option<String>,
+    owner_references: Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>>,
+    resource_version: Option<String>,
+    self_link: Option<String>,
+    uid: Option<String>,
+}
+
+/// What a too-deep spec still tells: where the model lives.
+#[derive(Deserialize)]
+struct ShallowSpec {
+    #[serde(default)]
+    catalog: String,
+    #[serde(default)]
+    schema: String,
+}
+
+/// The spec as JSON text. From serde_json it is the raw text (scanned, never recursed into);
+/// from other formats (YAML manifests) it is decoded and re-encoded.
+struct SpecText(String);
+
+/// The newtype name through which serde_json hands out raw text (its `RawValue` protocol); any
+/// other deserializer takes the generic path. Pinned by a unit test.
+const RAW_TOKEN: &str = "$serde_json::private::RawValue";
+
+impl<'de> Deserialize<'de> for SpecText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Text;
+        impl<'de> serde::de::Visitor<'de> for Text {
+            type Value = SpecText;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a SemanticModel spec")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<SpecText, A::Error> {
+                use serde::de::Error;
+                match map.next_key::<String>()? {
+                    Some(k) if k == RAW_TOKEN => Ok(SpecText(map.next_value::<String>()?)),
+                    _ => Err(A::Error::custom("the spec must be an object")),
+                }
+            }
+            fn visit_newtype_struct<D: serde::Deserializer<'de>>(
+                self,
+                d: D,
+            ) -> Result<SpecText, D::Error> {
+                serde_json::Value::deserialize(d).map(|v| SpecText(v.to_string()))
+            }
+        }
+        d.deserialize_newtype_struct(RAW_TOKEN, Text)
+    }
+}
+
+impl<'de> Deserialize<'de> for SemanticModel {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        #[derive(Deserialize)]
+        struct Wire {
+            #[serde(default)]
+            metadata: WireMeta,
+            spec: SpecText,
+            #[serde(default)]
+            status: Option<SemanticModelStatus>,
+        }
+        let wire = Wire::deserialize(d)?;
+        let m = wire.metadata;
+        let metadata = ObjectMeta {
+            annotations: m.annotations,
+            creation_timestamp: m.creation_timestamp,
+            deletion_grace_period_seconds: m.deletion_grace_period_seconds,
+            deletion_timestamp: m.deletion_timestamp,
+            finalizers: m.finalizers,
+            generate_name: m.generate_name,
+            generation: m.generation,
+            labels: m.labels,
+            managed_fields: None,
+            name: m.name,
+            namespace: m.namespace,
+            owner_references: m.owner_references,
+            resource_version: m.resource_version,
+            self_link: m.self_link,
+            uid: m.uid,
+        };
+        let raw = wire.spec.0.as_str();
+        let depth = json_depth(raw);
+        let (spec, decode_problem) = if depth <= MAX_SPEC_DEPTH {
+            (serde_json::from_str(raw).map_err(D::Error::custom)?, None)
+        } else {
+            let shallow: ShallowSpec = serde_json::from_str(raw).map_err(D::Error::custom)?;
+            let spec = SemanticModelSpec {
+                catalog: shallow.catalog,
+                schema: shallow.schema,
+                name: None,
+                comment: None,
+                properties: BTreeMap::new(),
+                rebind: None,
+                definition: Definition::default(),
+            };
+            let problem = format!(
+                "spec nests {depth} levels deep; at most {MAX_SPEC_DEPTH} are allowed: flatten the deepest aiContext"
+            );
+            (spec, Some(problem))
+        };
+        Ok(SemanticModel {
+            metadata,
+            spec,
+            status: wire.status,
+            decode_problem,
+        })
+    }
+}
+
 impl SemanticModel {
     /// The model name clients see: `spec.name`, else `metadata.name`.
     pub fn model_name(&self) -> &str {
@@ -431,5 +675,80 @@ impl SemanticModel {
             .as_deref()
             .or(self.metadata.name.as_deref())
             .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nested(levels: usize) -> String {
+        format!("{}1{}", "{\"x\":".repeat(levels), "}".repeat(levels))
+    }
+
+    #[test]
+    fn json_depth_counts_objects_and_arrays_and_skips_strings() {
+        let cases = [
+            ("1", 0),
+            ("{}", 1),
+            ("[[],{\"a\":[1]}]", 3),
+            ("{\"a\":\"{[{[\"}", 1),
+            ("{\"a\":\"\\\"{{\"}", 1),
+            ("[\"\\\\\",[]]", 2),
+        ];
+        for (text, depth) in cases {
+            assert_eq!(json_depth(text), depth, "{text}");
+        }
+        assert_eq!(json_depth(&nested(500)), 500);
+    }
+
+    fn object(spec: &str, managed: &str) -> String {
+        format!(
+            r#"{{"apiVersion":"semops.io/v1alpha1","kind":"SemanticModel","metadata":{{"name":"m","namespace":"ns","uid":"u","generation":3,"managedFields":[{{"manager":"kubectl","fieldsV1":{managed}}}]}},"spec":{spec},"status":{{"revision":2}}}}"#
+        )
+    }
+
+    /// A spec nested past serde_json's recursion limit, with managedFields as deep: decoded,
+    /// flagged, never an error (an error would fail the whole list or watch of the kind).
+    #[test]
+    fn an_object_nested_past_the_recursion_limit_decodes_with_a_problem() {
+        let spec = format!(
+            r#"{{"catalog":"analytics","schema":"semantic","definition":{{"aiContext":{},"datasets":[]}}}}"#,
+            nested(300)
+        );
+        let m: SemanticModel = serde_json::from_str(&object(&spec, &nested(300))).unwrap();
+        assert_eq!(
+            (m.spec.catalog.as_str(), m.spec.schema.as_str()),
+            ("analytics", "semantic")
+        );
+        assert_eq!(m.metadata.generation, Some(3));
+        assert_eq!(m.metadata.managed_fields, None);
+        assert_eq!(m.status.unwrap().revision, Some(2));
+        let problem = m.decode_problem.unwrap();
+        assert!(problem.contains("302 levels deep"), "{problem}");
+        // The same through a list, as a relist reads it.
+        let list = format!(r#"{{"items":[{}]}}"#, object(&spec, "{}"));
+        #[derive(Deserialize)]
+        struct List {
+            items: Vec<SemanticModel>,
+        }
+        assert_eq!(serde_json::from_str::<List>(&list).unwrap().items.len(), 1);
+    }
+
+    #[test]
+    fn ordinary_objects_round_trip_through_json_yaml_and_values() {
+        let spec = r#"{"catalog":"analytics","schema":"semantic","name":"m","definition":{"aiContext":{"a":{"b":[1,2]}},"datasets":[{"name":"d","source":"hr.public.t"}]}}"#;
+        let m: SemanticModel = serde_json::from_str(&object(spec, "{}")).unwrap();
+        assert_eq!(m.decode_problem, None);
+        assert_eq!(m.spec.definition.datasets[0].source, "hr.public.t");
+        let again: SemanticModel =
+            serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
+        assert_eq!(again, m);
+        let from_yaml: SemanticModel =
+            serde_yaml::from_str(&serde_yaml::to_string(&m).unwrap()).unwrap();
+        assert_eq!(from_yaml, m);
+        let from_value: SemanticModel =
+            serde_json::from_value(serde_json::to_value(&m).unwrap()).unwrap();
+        assert_eq!(from_value, m);
     }
 }
