@@ -125,14 +125,22 @@ pub fn validate_definition(spec: &SemanticModelSpec) -> Vec<Problem> {
             &mut dataset_names,
             "dataset",
         );
-        if v.required(&format!("{p}.source"), &ds.source)
-            && let Err(e) = SourceRef::parse(&ds.source)
-        {
-            v.push(
-                Reason::InvalidSource,
-                format!("{p}.source"),
-                format!("{e} (got {:?})", ds.source),
-            );
+        if v.required(&format!("{p}.source"), &ds.source) {
+            match SourceRef::parse(&ds.source) {
+                Err(e) => v.push(
+                    Reason::InvalidSource,
+                    format!("{p}.source"),
+                    format!("{e} (got {:?})", ds.source),
+                ),
+                // A control character (NUL above all) is no catalog's object name; sending it
+                // to the catalog would only earn a confusing driver error.
+                Ok(_) if ds.source.chars().any(char::is_control) => v.push(
+                    Reason::InvalidSource,
+                    format!("{p}.source"),
+                    "contains a control character; remove it".to_string(),
+                ),
+                Ok(_) => {}
+            }
         }
         if let Some(pk) = &ds.primary_key {
             v.columns(&format!("{p}.primaryKey"), pk);
@@ -314,12 +322,17 @@ impl Validator {
         true
     }
 
+    /// Names are compared after Unicode NFC normalization: "é" typed precomposed and "é" typed
+    /// as e + combining accent look the same to people and must not name two things.
     fn unique_name(&mut self, path: &str, name: &str, seen: &mut HashSet<String>, what: &str) {
-        if self.name(path, name) && !seen.insert(name.to_string()) {
+        use unicode_normalization::UnicodeNormalization;
+        if self.name(path, name) && !seen.insert(name.nfc().collect()) {
             self.push(
                 Reason::DuplicateName,
                 path,
-                format!("another {what} is already named {name:?}; names must be unique"),
+                format!(
+                    "another {what} is already named {name:?} (compared after Unicode NFC normalization); names must be unique"
+                ),
             );
         }
     }
@@ -386,9 +399,13 @@ impl Validator {
 }
 
 /// Control characters and bidirectional overrides/isolates make names that display as other names.
+/// Control characters, bidirectional overrides and invisible separators (zero-width space,
+/// word joiner, BOM) — characters that make two names look alike. Joiners (U+200C/U+200D) stay:
+/// scripts and emoji need them.
 fn is_forbidden_in_name(c: char) -> bool {
     c.is_control()
         || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
+        || matches!(c, '\u{200B}' | '\u{2060}' | '\u{FEFF}' | '\u{180E}')
 }
 
 /// Summarizes problems for a condition message: the first few, then a count.

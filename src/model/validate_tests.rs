@@ -117,6 +117,40 @@ fn each_invalid_definition_reports_its_reason_and_field_path() {
             "spec.name",
         ),
         (
+            "dataset name with a zero-width space",
+            |v| {
+                set(
+                    v,
+                    "/definition/datasets/2/name",
+                    json!("depart\u{200B}ment"),
+                )
+            },
+            InvalidName,
+            "spec.definition.datasets[2].name",
+        ),
+        (
+            "two dataset names equal after NFC normalization",
+            |v| {
+                set(v, "/definition/datasets/1/name", json!("caf\u{e9}"));
+                set(v, "/definition/datasets/2/name", json!("cafe\u{301}"));
+                remove(v, "/definition/relationships");
+            },
+            DuplicateName,
+            "spec.definition.datasets[2].name",
+        ),
+        (
+            "a NUL character in a source",
+            |v| {
+                set(
+                    v,
+                    "/definition/datasets/2/source",
+                    json!("hr.public.depart\u{0}ments"),
+                )
+            },
+            InvalidSource,
+            "spec.definition.datasets[2].source",
+        ),
+        (
             "model name too long",
             |v| set(v, "/name", json!("m".repeat(254))),
             InvalidName,
