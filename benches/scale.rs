@@ -396,7 +396,7 @@ async fn run_scale(n: usize, rows: &mut Vec<Row>) {
     ));
     rows.push(Row(
         label("restart: process start to ready (caches synced) / writes in the next 20 s"),
-        format!("{} / {}", secs(t_restart), writes_after_restart.abs()),
+        format!("{} / {writes_after_restart}", secs(t_restart)),
     ));
     rows.push(Row(
         label("source lookup through the live API (incl. live probe), 200 queries"),

@@ -530,7 +530,6 @@ fn run_operator(args: RunArgs) -> anyhow::Result<()> {
             deadline: args.lineage_deadline,
         },
     };
-    semops::memory::limit_arenas();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

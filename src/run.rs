@@ -182,12 +182,6 @@ pub async fn run(
             if synced.is_ok() {
                 tracing::info!("caches synced; ready");
                 ready.store(true, Ordering::Release);
-                // The initial lists are decoded and dropped: give their pages back, and keep
-                // doing so after bursts of work.
-                loop {
-                    crate::memory::trim();
-                    tokio::time::sleep(Duration::from_secs(120)).await;
-                }
             }
         });
     }
