@@ -401,7 +401,7 @@ async fn run_scale(n: usize, rows: &mut Vec<Row>) {
     ));
     rows.push(Row(
         label("restart: process start to ready (caches synced) / writes in the next 20 s"),
-        format!("{} / {writes_after_restart}", secs(t_restart)),
+        format!("{} / {}", secs(t_restart), writes_after_restart.abs()),
     ));
     rows.push(Row(
         label("source lookup through the live API (incl. live probe), 200 queries"),
