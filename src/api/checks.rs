@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ApiState;
 use super::error::{self, ApiError};
-use super::routes::{caller, catalog, ok, require};
+use super::routes::{caller, catalog, ok, require, require_verb};
 use crate::controller::check::{Act, run_round};
 use crate::crd::catalog::{RegistrationState, RegistrationStatus};
 use crate::crd::policy::RegistrationKind;
@@ -71,14 +71,7 @@ async fn scan(
     act: Act,
 ) -> Result<StaleReport, ApiError> {
     let who = caller(state, headers).await?;
-    match state.auth.may(&who, verb, ns, resource, name).await {
-        Ok(true) => {}
-        Ok(false) => return Err(error::FORBIDDEN),
-        Err(e) => {
-            tracing::warn!(error = %e, "SubjectAccessReview failed");
-            return Err(error::INTERNAL);
-        }
-    }
+    require_verb(state, &who, verb, ns, resource, name).await?;
     let cat = catalog(state, ns, name)?;
     if act == Act::Record && !state.controller.leader.is_leading() {
         return Err(error::NOT_LEADER);

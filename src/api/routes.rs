@@ -83,7 +83,19 @@ pub(super) async fn require(
     resource: &str,
     name: &str,
 ) -> Result<(), ApiError> {
-    match state.auth.may_get(who, ns, resource, name).await {
+    require_verb(state, who, "get", ns, resource, name).await
+}
+
+/// 403 unless `who` may `verb` `resource/name` (a subresource like `catalogs/reconcile` too).
+pub(super) async fn require_verb(
+    state: &ApiState,
+    who: &Caller,
+    verb: &str,
+    ns: &str,
+    resource: &str,
+    name: &str,
+) -> Result<(), ApiError> {
+    match state.auth.may(who, verb, ns, resource, name).await {
         Ok(true) => Ok(()),
         Ok(false) => Err(error::FORBIDDEN),
         Err(e) => {

@@ -384,7 +384,7 @@ async fn round_inner(
         if act == Act::Record {
             let status = CatalogStatus {
                 last_check: Some(last_check(
-                    &started,
+                    (&started, &started),
                     &trigger,
                     CheckResult::Skipped,
                     0,
@@ -485,10 +485,14 @@ async fn round_inner(
     .map(Time);
     let base =
         super::catalog::desired_status(cat, &policies, &ctx.defaults, reachable.clone(), &finished);
-    let mut lc = last_check(&started, &trigger, result, probed, counts);
-    lc.finished_at = Some(finished.clone());
     let status = CatalogStatus {
-        last_check: Some(lc),
+        last_check: Some(last_check(
+            (&started, &finished),
+            &trigger,
+            result,
+            probed,
+            counts,
+        )),
         next_check_at: next_check_at.clone(),
         observed_check_request: answered(&trigger, &previous),
         ..with_states(base, states.clone(), cat.metadata.generation, &finished)
@@ -570,7 +574,7 @@ fn answered(trigger: &Trigger, previous: &CatalogStatus) -> Option<String> {
 }
 
 fn last_check(
-    started: &Time,
+    (started, finished): (&Time, &Time),
     trigger: &Trigger,
     result: CheckResult,
     probed: i64,
@@ -578,7 +582,7 @@ fn last_check(
 ) -> LastCheck {
     LastCheck {
         started_at: started.clone(),
-        finished_at: Some(started.clone()),
+        finished_at: Some(finished.clone()),
         trigger: trigger.to_string(),
         result,
         probed,
@@ -655,13 +659,6 @@ fn set_state_gauges(ctx: &Context, ns: &str, catalog: &str, states: &[Registrati
     }
 }
 
-fn describe(s: &RegistrationStatus) -> String {
-    match &s.schema {
-        Some(schema) => format!("{:?} {schema}.{}", s.kind, s.name),
-        None => format!("{:?} {}", s.kind, s.name),
-    }
-}
-
 /// One Event per transition (capped per round), from `semops-reconciler`.
 async fn publish_transitions(
     ctx: &Context,
@@ -693,7 +690,7 @@ async fn publish_transitions(
         };
         let spec_index = checked[index];
         let s = &states[spec_index];
-        let what = describe(s);
+        let what = plan::describe(s);
         let note = match t {
             Transition::BecameStale { .. } => format!(
                 "spec.registrations[{spec_index}] ({what}) does not exist in the catalog; policy {policy} ({:?})",

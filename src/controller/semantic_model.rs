@@ -363,12 +363,12 @@ fn notice_bound_catalogs(
     associations: &[crate::crd::semantic_model::SourceAssociation],
 ) {
     let Some(t) = &ctx.triggers else { return };
-    let mut fresh: Vec<&str> = associations
+    // `note_bound` is true once per catalog, so each is requeued at most once.
+    let fresh: Vec<&str> = associations
         .iter()
         .map(|a| a.source.catalog.as_str())
         .filter(|c| ctx.checks.note_bound(&format!("{ns}/{c}")))
         .collect();
-    fresh.dedup();
     t.requeue_catalogs(
         fresh
             .into_iter()

@@ -139,6 +139,13 @@ pub struct SourceRoot {
     pub id: String,
 }
 
+impl SourceRoot {
+    /// Whether association `a` binds this source (same catalog, type and native id).
+    pub fn is_bound_by(&self, a: &SourceAssociation) -> bool {
+        a.source.catalog == self.catalog && a.object_type == self.object_type && a.id == self.id
+    }
+}
+
 /// Why no graph.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TooLarge {
@@ -340,11 +347,7 @@ pub fn project_source(
     let binds = |m: &ModelInput<'_>| {
         m.associations
             .iter()
-            .filter(|a| {
-                a.source.catalog == root.catalog
-                    && a.object_type == root.object_type
-                    && a.id == root.id
-            })
+            .filter(|a| root.is_bound_by(a))
             .count()
     };
     // Preflight: counts and labels before any copy.
@@ -384,11 +387,7 @@ pub fn project_source(
         let mine: BTreeSet<&str> = m
             .associations
             .iter()
-            .filter(|a| {
-                a.source.catalog == root.catalog
-                    && a.object_type == root.object_type
-                    && a.id == root.id
-            })
+            .filter(|a| root.is_bound_by(a))
             .map(|a| a.dataset.as_str())
             .collect();
         if mine.is_empty() {

@@ -125,7 +125,8 @@ impl Observations {
     }
 }
 
-fn describe(s: &RegistrationStatus) -> String {
+/// `Table public.orders` / `Schema public`: how Events and conditions name a registration.
+pub fn describe(s: &RegistrationStatus) -> String {
     match &s.schema {
         Some(schema) => format!("{:?} {schema}.{}", s.kind, s.name),
         None => format!("{:?} {}", s.kind, s.name),
