@@ -441,46 +441,22 @@ fn catalog_outages_under_auto_remove() {
         .port(); // closed again: refused
     let hole = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let hole_port = hole.local_addr().unwrap().port();
-    let port = |w: &World, p: u16| {
-        env().kubectl_ok(&[
-            "patch",
-            "catalog",
-            "wh",
-            "-n",
-            w.ns(),
-            "--type=merge",
-            "-p",
-            &format!(r#"{{"spec":{{"connection":{{"port":{p}}}}}}}"#),
-        ]);
-    };
-    let password = |w: &World, p: &str| {
-        env().kubectl_ok(&[
-            "patch",
-            "secret",
-            "wh-reader",
-            "-n",
-            w.ns(),
-            "--type=merge",
-            "-p",
-            &format!(r#"{{"stringData":{{"password":"{p}"}}}}"#),
-        ]);
-    };
     type Step = Box<dyn Fn(&World)>;
     let scenarios: Vec<(&str, Step, Step)> = vec![
         (
             "connection refused",
-            Box::new(move |w| port(w, refused)),
-            Box::new(move |w| port(w, postgres().port)),
+            Box::new(move |w| w.set_port(refused)),
+            Box::new(move |w| w.set_port(postgres().port)),
         ),
         (
             "blackholed port",
-            Box::new(move |w| port(w, hole_port)),
-            Box::new(move |w| port(w, postgres().port)),
+            Box::new(move |w| w.set_port(hole_port)),
+            Box::new(move |w| w.set_port(postgres().port)),
         ),
         (
             "bad password",
-            Box::new(move |w| password(w, "wrong")),
-            Box::new(move |w| password(w, support::checks::PASSWORD)),
+            Box::new(move |w| w.set_password("wrong")),
+            Box::new(move |w| w.set_password(support::checks::PASSWORD)),
         ),
         (
             "CONNECT revoked",

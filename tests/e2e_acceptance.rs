@@ -7,6 +7,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use serde_json::Value;
+use support::checks::condition;
 use support::db::{postgres, unique};
 use support::{Operator, env, eventually, examples_in, wait_ready};
 
@@ -555,18 +556,6 @@ fn drift(status: &Value) -> Vec<(String, String, String)> {
             })
             .collect()
     })
-}
-
-fn condition(status: &Value, type_: &str) -> (String, String) {
-    let c = status["conditions"]
-        .as_array()
-        .and_then(|a| a.iter().find(|c| c["type"] == type_))
-        .cloned()
-        .unwrap_or(Value::Null);
-    (
-        c["status"].as_str().unwrap_or("").into(),
-        c["reason"].as_str().unwrap_or("").into(),
-    )
 }
 
 #[test]

@@ -378,26 +378,13 @@ fn no_removal_on_doubt(
     assert_eq!(condition(&s, "Reachable").0, "True");
 }
 
-fn set_password(w: &World, password: &str) {
-    env().kubectl_ok(&[
-        "patch",
-        "secret",
-        "wh-reader",
-        "-n",
-        w.ns(),
-        "--type=merge",
-        "-p",
-        &format!(r#"{{"stringData":{{"password":"{password}"}}}}"#),
-    ]);
-}
-
 #[test]
 fn a_wrong_password_removes_nothing() {
     no_removal_on_doubt(
         "wrongpw",
         "AuthFailed",
-        |w| set_password(w, "wrong"),
-        |w| set_password(w, support::checks::PASSWORD),
+        |w| w.set_password("wrong"),
+        |w| w.set_password(support::checks::PASSWORD),
     );
 }
 
@@ -434,23 +421,11 @@ fn a_blackholed_port_removes_nothing() {
     // A listener that never accepts: the kernel completes the handshake, nobody ever answers.
     let hole = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = hole.local_addr().unwrap().port();
-    let set_port = |w: &World, port: u16| {
-        env().kubectl_ok(&[
-            "patch",
-            "catalog",
-            "wh",
-            "-n",
-            w.ns(),
-            "--type=merge",
-            "-p",
-            &format!(r#"{{"spec":{{"connection":{{"port":{port}}}}}}}"#),
-        ]);
-    };
     no_removal_on_doubt(
         "blackhole",
         "Timeout",
-        |w| set_port(w, port),
-        |w| set_port(w, postgres().port),
+        |w| w.set_port(port),
+        |w| w.set_port(postgres().port),
     );
     drop(hole);
 }

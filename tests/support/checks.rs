@@ -135,6 +135,34 @@ impl World {
             .collect()
     }
 
+    /// Points Catalog `wh` at another port (outage drills: refused, blackholed).
+    pub fn set_port(&self, port: u16) {
+        env().kubectl_ok(&[
+            "patch",
+            "catalog",
+            "wh",
+            "-n",
+            self.ns(),
+            "--type=merge",
+            "-p",
+            &format!(r#"{{"spec":{{"connection":{{"port":{port}}}}}}}"#),
+        ]);
+    }
+
+    /// Changes the password in Catalog `wh`'s Secret.
+    pub fn set_password(&self, password: &str) {
+        env().kubectl_ok(&[
+            "patch",
+            "secret",
+            "wh-reader",
+            "-n",
+            self.ns(),
+            "--type=merge",
+            "-p",
+            &format!(r#"{{"stringData":{{"password":"{password}"}}}}"#),
+        ]);
+    }
+
     pub fn removed_metric(&self) -> f64 {
         self.op.metric("semops_registrations_removed_total", &[])
     }
