@@ -161,9 +161,12 @@ async fn ready_count(client: &Client, ns: &str) -> usize {
             l.items
                 .iter()
                 .filter(|m| {
-                    m.status
-                        .as_ref()
-                        .is_some_and(|s| semops::crd::conditions::is_true(&s.conditions, "Ready"))
+                    m.status.as_ref().is_some_and(|s| {
+                        semops::crd::conditions::is_true(
+                            &s.conditions,
+                            semops::crd::conditions::ConditionType::Ready,
+                        )
+                    })
                 })
                 .count()
         })

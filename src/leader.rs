@@ -21,12 +21,15 @@ pub struct LeaseTimings {
     pub retry_period: Duration,
 }
 
-impl Default for LeaseTimings {
-    fn default() -> Self {
+impl LeaseTimings {
+    /// The timings of a lease of `seconds` (at least 3): writes stop 2/3 into the lease
+    /// without a renewal, and renewals are tried every 1/7 of it (at least every 500 ms).
+    pub fn for_lease(seconds: u64) -> Self {
+        let lease = Duration::from_secs(seconds.max(3));
         Self {
-            lease_duration: Duration::from_secs(15),
-            renew_deadline: Duration::from_secs(10),
-            retry_period: Duration::from_secs(2),
+            lease_duration: lease,
+            renew_deadline: lease * 2 / 3,
+            retry_period: (lease / 7).max(Duration::from_millis(500)),
         }
     }
 }
@@ -281,9 +284,19 @@ mod tests {
     }
 
     #[test]
-    fn the_write_deadline_is_shorter_than_the_lease() {
-        let t = LeaseTimings::default();
-        assert!(t.renew_deadline + t.retry_period < t.lease_duration);
+    fn the_write_deadline_and_a_retry_fit_inside_the_lease_for_every_duration() {
+        for secs in [0, 1, 3, 4, 6, 10, 15, 30, 60, 137, 3600] {
+            let t = LeaseTimings::for_lease(secs);
+            assert!(t.lease_duration >= Duration::from_secs(3), "{secs}: {t:?}");
+            assert!(
+                t.renew_deadline + t.retry_period < t.lease_duration,
+                "{secs}: a frozen leader could still write after another took over: {t:?}"
+            );
+        }
+        assert_eq!(
+            LeaseTimings::for_lease(15).renew_deadline,
+            Duration::from_secs(10)
+        );
     }
 
     #[tokio::test]
@@ -295,16 +308,17 @@ mod tests {
         assert_eq!(signals.len(), 1);
     }
 
-    #[tokio::test]
-    async fn a_handle_past_its_deadline_does_not_lead() {
-        let (tx, rx) = watch::channel(Some(Instant::now() + Duration::from_millis(20)));
+    #[test]
+    fn a_handle_past_its_deadline_does_not_lead_even_before_the_loop_notices() {
+        let now = Instant::now();
+        let (tx, rx) = watch::channel(Some(now + Duration::from_secs(60)));
         let handle = LeaderHandle { deadline: rx };
         assert!(handle.is_leading());
-        tokio::time::sleep(Duration::from_millis(30)).await;
-        assert!(
-            !handle.is_leading(),
-            "an expired deadline must stop writes even before the loop notices"
-        );
-        drop(tx);
+        // The loop has not cleared the deadline; it simply lies in the past now.
+        let past = now.checked_sub(Duration::from_millis(1)).unwrap_or(now);
+        tx.send(Some(past)).unwrap();
+        assert!(!handle.is_leading());
+        tx.send(None).unwrap();
+        assert!(!handle.is_leading());
     }
 }

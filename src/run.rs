@@ -9,7 +9,6 @@ use std::time::Duration;
 use futures::{StreamExt, TryStreamExt};
 use kube::api::Api;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::{WatchStreamExt, watcher as make_watcher};
@@ -17,15 +16,19 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::ApiState;
 use crate::api::auth::Auth;
-use crate::catalog::registry::Registry;
-use crate::controller::{self, Context, Stores, Triggers, catalog, policy, semantic_model};
+use crate::api::{ApiState, RoundError, Rounds};
+use crate::catalog::registry::{Registry, registry_key};
+use crate::controller::{self, Context, Triggers, catalog, policy, semantic_model};
 use crate::crd::{Catalog, ReconcilePolicy, SemanticModel};
 use crate::index::ModelIndex;
 use crate::leader::{Elector, LeaderHandle, LeaseTimings};
 use crate::policy::OperatorDefaults;
+use crate::policy::schedule::Trigger;
+use crate::reconcile::Act;
+use crate::reconcile::plan::StaleReport;
 use crate::server;
+use crate::stores::Stores;
 use crate::telemetry::Metrics;
 
 /// Settings of one operator process.
@@ -158,7 +161,7 @@ pub async fn run(
         move |e| {
             // A deleted Catalog's pool (and its connections) goes with it.
             if let Event::Delete(c) = e {
-                reg.remove(&catalog::registry_key(c));
+                reg.remove(&registry_key(c));
             }
             t.on_catalog(e, &s)
         },
@@ -200,30 +203,17 @@ pub async fn run(
     } else {
         LeaderHandle::always()
     };
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: "semops".into(),
-            instance: Some(cfg.identity.clone()),
-        },
-    );
     let mut ctx = Context::new(
         client.clone(),
         stores,
         leader.clone(),
         metrics.clone(),
-        recorder,
+        &cfg.identity,
         cfg.defaults.clone(),
         providers,
     );
     ctx.drift_interval = cfg.drift_interval;
-    ctx.checks = controller::check::Checks::new(
-        cfg.max_concurrent_rounds,
-        controller::check::Reporter {
-            client: client.clone(),
-            instance: cfg.identity.clone(),
-        },
-    );
+    ctx.checks = controller::check::Checks::new(cfg.max_concurrent_rounds);
     ctx.triggers = Some(triggers.clone());
     ctx.revision_history_limit = cfg.revision_history_limit;
     let ctx = Arc::new(ctx);
@@ -293,11 +283,16 @@ pub async fn run(
             Auth::None
         },
         ready: ready.clone(),
-        controller: ctx.clone(),
-        lineage: crate::api::lineage::Lineage::new(cfg.lineage),
+        rounds: Arc::new(ControllerRounds(ctx.clone())),
+        lineage: crate::api::lineage::Lineage::new(
+            cfg.lineage,
+            metrics.api.lineage_in_flight.clone(),
+        ),
+        metrics: metrics.clone(),
     });
     let api_listener = tokio::net::TcpListener::bind(cfg.api_addr).await?;
     tracing::info!(addr = %api_listener.local_addr()?, auth = cfg.api_auth, "serving the read API");
+    let index = api_state.index.clone();
     let api_server = crate::api::serve(api_listener, api_state, shutdown.clone());
 
     let listener = tokio::net::TcpListener::bind(cfg.probe_addr).await?;
@@ -308,6 +303,7 @@ pub async fn run(
             ready,
             metrics,
             leader: leader.clone(),
+            index,
         },
         shutdown.clone(),
     );
@@ -326,6 +322,41 @@ pub async fn run(
     tokio::time::sleep(Duration::from_millis(300)).await;
     tracing::info!("stopped");
     served
+}
+
+/// The read API's rounds, run by the controllers' round engine (the API never imports it).
+pub struct ControllerRounds(pub Arc<Context>);
+
+impl Rounds for ControllerRounds {
+    fn is_leading(&self) -> bool {
+        self.0.leader.is_leading()
+    }
+
+    fn run<'a>(
+        &'a self,
+        catalog: &'a Catalog,
+        act: Act,
+    ) -> futures::future::BoxFuture<'a, Result<StaleReport, RoundError>> {
+        Box::pin(async move {
+            // A round that raced another writer of the Catalog (its status write refused as
+            // stale) runs again on the newer copy: the caller asked for a round, not a retry.
+            let mut attempts = 0;
+            loop {
+                attempts += 1;
+                match controller::check::run_round(&self.0, catalog, Trigger::Api, act).await {
+                    Ok(round) => return Ok(round.report),
+                    Err(controller::Error::NotLeader) => return Err(RoundError::NotLeader),
+                    Err(controller::Error::Conflict) if attempts < 10 => {
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, catalog = %registry_key(catalog), "check round failed");
+                        return Err(RoundError::Failed);
+                    }
+                }
+            }
+        })
+    }
 }
 
 /// Cancels `token` on SIGINT or SIGTERM.

@@ -19,6 +19,7 @@ pub struct ProbeState {
     pub ready: Arc<AtomicBool>,
     pub metrics: Arc<Metrics>,
     pub leader: LeaderHandle,
+    pub index: Arc<crate::index::ModelIndex>,
 }
 
 pub fn router(state: ProbeState) -> Router {
@@ -38,8 +39,18 @@ async fn readyz(State(s): State<ProbeState>) -> impl IntoResponse {
 }
 
 async fn metrics(State(s): State<ProbeState>) -> impl IntoResponse {
-    // Sampled at scrape time so the gauge is never behind the lease.
+    // Sampled at scrape time: the gauges are never behind the lease or the index.
     s.metrics.is_leader.set(i64::from(s.leader.is_leading()));
+    let (sources, homes) = s.index.sizes();
+    for (index, n) in [("source", sources), ("home", homes)] {
+        s.metrics
+            .api
+            .index_entries
+            .get_or_create(&crate::telemetry::IndexLabels {
+                index: index.into(),
+            })
+            .set(n as i64);
+    }
     (
         [(
             header::CONTENT_TYPE,

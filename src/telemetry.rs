@@ -115,6 +115,82 @@ impl CheckMetrics {
     }
 }
 
+/// Labels of a read-API request: its route template and the status code answered.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteCodeLabels {
+    pub route: String,
+    pub code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteLabels {
+    pub route: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct IndexLabels {
+    pub index: String,
+}
+
+/// The read API's metrics (DESIGN 8: requests and latency per route and code, index sizes).
+pub struct ApiMetrics {
+    pub requests: Family<RouteCodeLabels, Counter>,
+    pub latency: Family<RouteLabels, Histogram>,
+    /// Lineage projections admitted and not finished.
+    pub lineage_in_flight: Gauge<i64, std::sync::atomic::AtomicI64>,
+    /// Entries of the read-API indexes (`source`: bound datasets, `home`: models by schema).
+    pub index_entries: Family<IndexLabels, Gauge>,
+}
+
+impl ApiMetrics {
+    fn register(registry: &mut Registry) -> Self {
+        let m = Self {
+            requests: Family::default(),
+            latency: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.0001, 2.0, 18))
+            }),
+            lineage_in_flight: Gauge::default(),
+            index_entries: Family::default(),
+        };
+        registry.register(
+            "semops_api_requests",
+            "Read-API requests per route and status code",
+            m.requests.clone(),
+        );
+        registry.register(
+            "semops_api_request_duration_seconds",
+            "Read-API request latency per route",
+            m.latency.clone(),
+        );
+        registry.register(
+            "semops_lineage_in_flight",
+            "Lineage projections admitted and not finished",
+            m.lineage_in_flight.clone(),
+        );
+        registry.register(
+            "semops_index_entries",
+            "Entries of the read-API indexes",
+            m.index_entries.clone(),
+        );
+        m
+    }
+
+    /// Counts one answered request.
+    pub fn observe(&self, route: &str, code: u16, elapsed: Duration) {
+        self.requests
+            .get_or_create(&RouteCodeLabels {
+                route: route.into(),
+                code: code.to_string(),
+            })
+            .inc();
+        self.latency
+            .get_or_create(&RouteLabels {
+                route: route.into(),
+            })
+            .observe(elapsed.as_secs_f64());
+    }
+}
+
 /// All metrics of one operator process.
 pub struct Metrics {
     pub registry: Registry,
@@ -126,6 +202,7 @@ pub struct Metrics {
     pub is_leader: Gauge<i64, std::sync::atomic::AtomicI64>,
     pub events_published: Counter<u64, AtomicU64>,
     pub checks: CheckMetrics,
+    pub api: ApiMetrics,
 }
 
 impl Default for Metrics {
@@ -177,8 +254,10 @@ impl Default for Metrics {
             events_published.clone(),
         );
         let checks = CheckMetrics::register(&mut registry);
+        let api = ApiMetrics::register(&mut registry);
         Self {
             checks,
+            api,
             registry,
             reconcile_total,
             reconcile_errors,

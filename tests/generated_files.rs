@@ -37,6 +37,15 @@ fn the_committed_openapi_document_matches_the_code() {
 }
 
 #[test]
+fn the_committed_condition_reference_matches_the_code() {
+    assert_eq!(
+        read("docs/conditions.md"),
+        semops::crd::conditions::reference(),
+        "docs/conditions.md is stale; run hack/generate"
+    );
+}
+
+#[test]
 fn chart_argocd_health_checks_match_the_documented_ones() {
     for kind in ["SemanticModel", "Catalog", "ReconcilePolicy"] {
         assert_eq!(

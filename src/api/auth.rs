@@ -22,29 +22,43 @@ pub const CACHE_LIMIT: usize = 10_000;
 /// A bounded map with a time-to-live per entry.
 pub struct TtlCache<K, V> {
     entries: Mutex<HashMap<K, (V, Instant)>>,
+    ttl: Duration,
+    limit: usize,
 }
 
 impl<K: std::hash::Hash + Eq, V: Clone> TtlCache<K, V> {
     fn new() -> Self {
+        Self::with(CACHE_TTL, CACHE_LIMIT)
+    }
+    fn with(ttl: Duration, limit: usize) -> Self {
         Self {
             entries: Mutex::new(HashMap::new()),
+            ttl,
+            limit,
         }
     }
     fn get(&self, k: &K) -> Option<V> {
+        self.get_at(k, Instant::now())
+    }
+    /// The answer for `k` if it is younger than the TTL at `now`.
+    fn get_at(&self, k: &K, now: Instant) -> Option<V> {
         let map = self.entries.lock().expect("cache poisoned");
         map.get(k)
-            .filter(|(_, at)| at.elapsed() < CACHE_TTL)
+            .filter(|(_, at)| now.saturating_duration_since(*at) < self.ttl)
             .map(|(v, _)| v.clone())
     }
     fn put(&self, k: K, v: V) {
+        self.put_at(k, v, Instant::now());
+    }
+    fn put_at(&self, k: K, v: V, now: Instant) {
         let mut map = self.entries.lock().expect("cache poisoned");
-        if map.len() >= CACHE_LIMIT {
-            map.retain(|_, (_, at)| at.elapsed() < CACHE_TTL);
-            if map.len() >= CACHE_LIMIT {
+        if map.len() >= self.limit {
+            map.retain(|_, (_, at)| now.saturating_duration_since(*at) < self.ttl);
+            if map.len() >= self.limit {
                 map.clear();
             }
         }
-        map.insert(k, (v, Instant::now()));
+        map.insert(k, (v, now));
     }
 }
 
@@ -189,13 +203,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cached_answers_expire_and_the_cache_stays_bounded() {
-        let c: TtlCache<u32, bool> = TtlCache::new();
-        c.put(1, true);
-        assert_eq!(c.get(&1), Some(true));
-        for i in 0..(CACHE_LIMIT as u32 + 5) {
-            c.put(i, false);
+    fn a_cached_answer_is_served_until_its_ttl_and_never_after() {
+        let c: TtlCache<u32, bool> = TtlCache::with(Duration::from_secs(10), 100);
+        let t0 = Instant::now();
+        c.put_at(1, true, t0);
+        assert_eq!(c.get_at(&1, t0), Some(true));
+        assert_eq!(c.get_at(&1, t0 + Duration::from_millis(9_999)), Some(true));
+        assert_eq!(c.get_at(&1, t0 + Duration::from_secs(10)), None, "expired");
+        assert_eq!(c.get_at(&2, t0), None);
+    }
+
+    #[test]
+    fn a_full_cache_drops_expired_answers_first_and_never_grows_past_its_limit() {
+        let c: TtlCache<u32, bool> = TtlCache::with(Duration::from_secs(10), 4);
+        let t0 = Instant::now();
+        let later = t0 + Duration::from_secs(11);
+        for i in 0..3 {
+            c.put_at(i, false, t0);
         }
-        assert!(c.entries.lock().unwrap().len() <= CACHE_LIMIT);
+        c.put_at(3, true, later);
+        c.put_at(4, true, later); // full: the three expired answers go, the fresh one stays
+        assert_eq!(c.get_at(&3, later), Some(true));
+        assert_eq!(c.entries.lock().unwrap().len(), 2);
+        for i in 10..30 {
+            c.put_at(i, true, later);
+            assert!(c.entries.lock().unwrap().len() <= 4);
+        }
     }
 }

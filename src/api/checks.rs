@@ -3,19 +3,19 @@
 
 use std::sync::Arc;
 
+use super::extract::Path;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
-use super::ApiState;
 use super::error::{self, ApiError};
 use super::routes::{caller, catalog, ok, require, require_verb};
-use crate::controller::check::{Act, run_round};
+use super::{ApiState, RoundError};
 use crate::crd::catalog::{RegistrationState, RegistrationStatus};
 use crate::crd::policy::RegistrationKind;
-use crate::policy::schedule::Trigger;
+use crate::reconcile::Act;
 use crate::reconcile::plan::{self, StaleReport};
 
 /// The stale report in Gravitino's envelope (`code: 0`).
@@ -73,16 +73,13 @@ async fn scan(
     let who = caller(state, headers).await?;
     require_verb(state, &who, verb, ns, resource, name).await?;
     let cat = catalog(state, ns, name)?;
-    if act == Act::Record && !state.controller.leader.is_leading() {
+    if act == Act::Record && !state.rounds.is_leading() {
         return Err(error::NOT_LEADER);
     }
-    match run_round(&state.controller, &cat, Trigger::Api, act).await {
-        Ok(r) => Ok(r.report),
-        Err(crate::controller::Error::NotLeader) => Err(error::NOT_LEADER),
-        Err(e) => {
-            tracing::warn!(error = %e, catalog = %format!("{ns}/{name}"), "check round failed");
-            Err(error::INTERNAL)
-        }
+    match state.rounds.run(&cat, act).await {
+        Ok(report) => Ok(report),
+        Err(RoundError::NotLeader) => Err(error::NOT_LEADER),
+        Err(RoundError::Failed) => Err(error::INTERNAL),
     }
 }
 

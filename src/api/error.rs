@@ -115,6 +115,18 @@ pub const NOT_LEADER: ApiError = e(
     "NOT_LEADER",
     "only the leader replica records check rounds; retry (another replica may lead) or send dryRun=true",
 );
+pub const BAD_PATH: ApiError = e(
+    StatusCode::BAD_REQUEST,
+    1001,
+    "ILLEGAL_ARGUMENTS",
+    "a path segment is not valid percent-encoded UTF-8",
+);
+pub const BAD_QUERY: ApiError = e(
+    StatusCode::BAD_REQUEST,
+    1001,
+    "ILLEGAL_ARGUMENTS",
+    "a query parameter has an invalid value (details must be true or false)",
+);
 pub const BAD_BODY: ApiError = e(
     StatusCode::BAD_REQUEST,
     1001,

@@ -6,7 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Path, Query, State};
+use super::extract::{Path, Query};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -17,7 +18,7 @@ use super::routes::{
     Parts, accepted_definition, bound_datasets, caller, home_models, resolve_source, visible_to,
 };
 use crate::crd::SemanticModel;
-use crate::crd::conditions;
+use crate::crd::conditions::{self, ConditionType};
 use crate::crd::semantic_model::{Definition, DriftKind};
 use crate::lineage::{Limits, ModelInput, SourceRoot, TooLarge};
 use crate::ossie::SourceRef;
@@ -44,36 +45,51 @@ impl Default for LineageSettings {
 pub struct Lineage {
     pub settings: LineageSettings,
     permits: Arc<Semaphore>,
+    in_flight: InFlight,
 }
 
+type InFlight = prometheus_client::metrics::gauge::Gauge<i64, std::sync::atomic::AtomicI64>;
+
 impl Lineage {
-    pub fn new(settings: LineageSettings) -> Self {
+    /// `in_flight` counts admitted projections (the `semops_lineage_in_flight` gauge).
+    pub fn new(settings: LineageSettings, in_flight: InFlight) -> Self {
         Self {
             permits: Arc::new(Semaphore::new(settings.concurrency.max(1))),
             settings,
+            in_flight,
         }
     }
 }
 
 impl Default for Lineage {
     fn default() -> Self {
-        Self::new(LineageSettings::default())
+        Self::new(LineageSettings::default(), InFlight::default())
     }
 }
 
-/// Test hook for the admission and deadline drills: `SEMOPS_FAILPOINT=lineage-slow` makes every
+/// One admitted projection: holds its permit and counts in the gauge until dropped.
+struct Admission {
+    _permit: OwnedSemaphorePermit,
+    in_flight: InFlight,
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        self.in_flight.dec();
+    }
+}
+
+/// Drill hook (`failpoints` builds only): `SEMOPS_FAILPOINT=lineage-slow` makes every
 /// projection take 1.5 s longer.
 async fn failpoint() {
-    if std::env::var("SEMOPS_FAILPOINT").is_ok_and(|v| v == "lineage-slow") {
-        tokio::time::sleep(Duration::from_millis(1500)).await;
-    }
+    crate::failpoint::delay("lineage-slow", Duration::from_millis(1500)).await;
 }
 
 /// Datasets whose source is unavailable: drift says missing, or the catalog's answer is unknown.
 fn unavailable(m: &SemanticModel) -> Vec<String> {
     let Some(s) = &m.status else { return vec![] };
-    let unknown =
-        conditions::find(&s.conditions, "SourcesCurrent").is_some_and(|c| c.status == "Unknown");
+    let unknown = conditions::find(&s.conditions, ConditionType::SourcesCurrent)
+        .is_some_and(|c| c.status == "Unknown");
     s.source_associations
         .iter()
         .filter(|a| {
@@ -136,11 +152,16 @@ fn respond(bytes: Vec<u8>) -> Response {
 /// projection.
 async fn admitted<F, Fut>(state: &ApiState, work: F) -> Response
 where
-    F: FnOnce(OwnedSemaphorePermit) -> Fut,
+    F: FnOnce(Admission) -> Fut,
     Fut: std::future::Future<Output = Result<Vec<u8>, ApiError>>,
 {
     let Ok(permit) = state.lineage.permits.clone().try_acquire_owned() else {
         return error::LINEAGE_BUSY.into_response();
+    };
+    state.lineage.in_flight.inc();
+    let permit = Admission {
+        _permit: permit,
+        in_flight: state.lineage.in_flight.clone(),
     };
     match tokio::time::timeout(state.lineage.settings.deadline, work(permit)).await {
         Ok(Ok(bytes)) => respond(bytes),
@@ -151,7 +172,7 @@ where
 
 /// Runs the CPU part on a blocking thread that owns the permit.
 async fn project<T: Send + 'static>(
-    permit: OwnedSemaphorePermit,
+    permit: Admission,
     data: T,
     f: impl FnOnce(&T) -> Result<Vec<u8>, TooLarge> + Send + 'static,
 ) -> Result<Vec<u8>, ApiError> {

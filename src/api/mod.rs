@@ -1,24 +1,57 @@
-//! The read API (DESIGN 6.1-6.3): Gravitino's REST paths (metalake = namespace), served by every
-//! replica from its own watch caches and indexes.
+//! The read API (DESIGN 6): Gravitino's REST paths (metalake = namespace), served by every
+//! replica from its own watch caches and indexes. It never imports a controller: check rounds
+//! reach it through the [`Rounds`] seam that `run` wires.
 
 pub mod auth;
 pub mod checks;
 pub mod error;
+pub mod extract;
 pub mod lineage;
 pub mod openapi;
+pub mod paths;
 pub mod routes;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
+use axum::extract::{MatchedPath, Request, State};
+use axum::middleware::{self, Next};
+use axum::response::Response;
 use axum::routing::get;
+use futures::future::BoxFuture;
 use kube::Client;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::catalog::registry::Registry;
-use crate::controller::Stores;
+use crate::crd::Catalog;
 use crate::index::ModelIndex;
+use crate::reconcile::Act;
+use crate::reconcile::plan::StaleReport;
+use crate::stores::Stores;
+
+/// Why a round asked for by the API did not run.
+#[derive(Debug, PartialEq, Eq)]
+pub enum RoundError {
+    /// Recording a round needs the leader.
+    NotLeader,
+    /// Anything else (logged with its cause where it happened).
+    Failed,
+}
+
+/// Check rounds as the read API needs them (stale reports, on-demand reconcile); implemented
+/// over the controllers' round engine by `run`.
+pub trait Rounds: Send + Sync {
+    /// Whether this replica may record a round now.
+    fn is_leading(&self) -> bool;
+    /// Runs a round of `catalog` now (an API trigger) and returns its report.
+    fn run<'a>(
+        &'a self,
+        catalog: &'a Catalog,
+        act: Act,
+    ) -> BoxFuture<'a, Result<StaleReport, RoundError>>;
+}
 
 /// Everything a request needs.
 pub struct ApiState {
@@ -30,10 +63,11 @@ pub struct ApiState {
     pub providers: Arc<Registry>,
     pub auth: auth::Auth,
     pub ready: Arc<AtomicBool>,
-    /// The controllers' context: check rounds (reports, on-demand reconcile) run through it.
-    pub controller: Arc<crate::controller::Context>,
+    /// Check rounds (reports, on-demand reconcile).
+    pub rounds: Arc<dyn Rounds>,
     /// Lineage admission and bounds.
     pub lineage: lineage::Lineage,
+    pub metrics: Arc<crate::telemetry::Metrics>,
 }
 
 impl ApiState {
@@ -43,7 +77,7 @@ impl ApiState {
 }
 
 pub fn router(state: Arc<ApiState>) -> Router {
-    use openapi::{MODEL, MODELS, SCHEMA_METRICS, SOURCE_DATASETS, SOURCE_DATASETS_BY_PARTS};
+    use paths::{MODEL, MODELS, SCHEMA_METRICS, SOURCE_DATASETS, SOURCE_DATASETS_BY_PARTS};
     Router::new()
         .route(SOURCE_DATASETS, get(routes::source_datasets))
         .route(
@@ -53,14 +87,14 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route(SCHEMA_METRICS, get(routes::schema_metrics))
         .route(MODELS, get(routes::list_models))
         .route(MODEL, get(routes::get_model))
-        .route(openapi::STALE_SCHEMAS, get(checks::stale_schemas))
-        .route(openapi::STALE_ENTITIES, get(checks::stale_entities))
-        .route(openapi::RECONCILE, axum::routing::post(checks::reconcile))
-        .route(openapi::REGISTRATIONS, get(checks::registrations))
-        .route(openapi::MODEL_LINEAGE, get(lineage::model_lineage))
-        .route(openapi::SOURCE_LINEAGE, get(lineage::source_lineage))
+        .route(paths::STALE_SCHEMAS, get(checks::stale_schemas))
+        .route(paths::STALE_ENTITIES, get(checks::stale_entities))
+        .route(paths::RECONCILE, axum::routing::post(checks::reconcile))
+        .route(paths::REGISTRATIONS, get(checks::registrations))
+        .route(paths::MODEL_LINEAGE, get(lineage::model_lineage))
+        .route(paths::SOURCE_LINEAGE, get(lineage::source_lineage))
         .route(
-            openapi::SOURCE_LINEAGE_BY_PARTS,
+            paths::SOURCE_LINEAGE_BY_PARTS,
             get(lineage::source_lineage_by_parts),
         )
         .route(
@@ -72,7 +106,26 @@ pub fn router(state: Arc<ApiState>) -> Router {
                 )
             }),
         )
+        .layer(middleware::from_fn_with_state(state.clone(), observed))
         .with_state(state)
+}
+
+/// One span per request naming its route and method (so every log line inside carries them),
+/// and the request counted by route and status code with its latency.
+async fn observed(State(state): State<Arc<ApiState>>, request: Request, next: Next) -> Response {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".into());
+    let span = tracing::info_span!("request", method = %request.method(), %route);
+    let started = std::time::Instant::now();
+    let response = next.run(request).instrument(span).await;
+    state
+        .metrics
+        .api
+        .observe(&route, response.status().as_u16(), started.elapsed());
+    response
 }
 
 pub async fn serve(

@@ -5,6 +5,7 @@ use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
 
 use super::error::Envelope;
+use super::paths::*;
 use super::routes::{EntityList, MetricList, ModelBody};
 
 /// A documented route.
@@ -17,26 +18,6 @@ pub struct Route {
     /// Query parameters: (name, description).
     pub query: &'static [(&'static str, &'static str)],
 }
-
-pub const SOURCE_DATASETS: &str =
-    "/api/metalakes/{ns}/objects/{object_type}/{full_name}/semantic-model-datasets";
-pub const SOURCE_DATASETS_BY_PARTS: &str =
-    "/api/metalakes/{ns}/objects/{object_type}/semantic-model-datasets";
-pub const SCHEMA_METRICS: &str =
-    "/api/metalakes/{ns}/catalogs/{catalog}/schemas/{schema}/semantic-model-metrics";
-pub const MODELS: &str = "/api/metalakes/{ns}/catalogs/{catalog}/schemas/{schema}/semantic-models";
-pub const MODEL: &str =
-    "/api/metalakes/{ns}/catalogs/{catalog}/schemas/{schema}/semantic-models/{name}";
-
-pub const STALE_SCHEMAS: &str = "/api/metalakes/{ns}/catalogs/{catalog}/stale-schemas";
-pub const STALE_ENTITIES: &str = "/api/metalakes/{ns}/catalogs/{catalog}/stale-entities";
-pub const RECONCILE: &str = "/api/metalakes/{ns}/catalogs/{catalog}/reconcile";
-pub const REGISTRATIONS: &str = "/api/metalakes/{ns}/catalogs/{catalog}/registrations";
-
-pub const MODEL_LINEAGE: &str =
-    "/api/metalakes/{ns}/catalogs/{catalog}/schemas/{schema}/semantic-models/{name}/lineage";
-pub const SOURCE_LINEAGE: &str = "/api/metalakes/{ns}/objects/{object_type}/{full_name}/lineage";
-pub const SOURCE_LINEAGE_BY_PARTS: &str = "/api/metalakes/{ns}/objects/{object_type}/lineage";
 
 pub const ROUTES: &[Route] = &[
     Route {

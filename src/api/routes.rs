@@ -4,8 +4,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::extract::{Path, Query};
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use k8s_openapi::api::apps::v1::ControllerRevision;
@@ -16,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::ApiState;
 use super::auth::Caller;
 use super::error::{self, ApiError};
+use crate::catalog::registry::provider_from;
 use crate::catalog::{CatalogProvider, ObjectType, Probe, ProbeTarget};
 use crate::crd::catalog::Provider;
 use crate::crd::policy::RegistrationKind;
@@ -236,18 +238,12 @@ pub(super) async fn resolve_source(
     if cat.spec.provider == Provider::Managed {
         return Err(error::NO_SUCH_OBJECT);
     }
-    let provider = match crate::controller::catalog::provider_from(
-        &state.client,
-        &state.providers,
-        &cat,
-    )
-    .await
-    {
+    let provider = match provider_from(&state.client, &state.providers, &cat).await {
         Ok(Ok((p, _))) => p,
         Ok(Err(_)) | Err(_) => return Err(error::CATALOG_UNREACHABLE),
     };
     let answer = provider.probe(&[ProbeTarget::relation(&source.schema, &source.name)]).await.map_err(|e| {
-        tracing::warn!(catalog = %source.catalog, category = e.category(), "source lookup probe failed");
+        tracing::warn!(catalog = %source.catalog, category = %e.category(), "source lookup probe failed");
         error::CATALOG_UNREACHABLE
     })?;
     let id = match answer.into_iter().next() {
@@ -387,13 +383,7 @@ pub(super) async fn home_models(
             .iter()
             .any(|r| r.kind == RegistrationKind::Schema && r.name == schema),
         _ => {
-            let provider = match crate::controller::catalog::provider_from(
-                &state.client,
-                &state.providers,
-                &cat,
-            )
-            .await
-            {
+            let provider = match provider_from(&state.client, &state.providers, &cat).await {
                 Ok(Ok((p, _))) => p,
                 _ => return Err(error::CATALOG_UNREACHABLE),
             };
@@ -449,7 +439,7 @@ pub(super) async fn accepted_definition(
         .metadata
         .labels
         .as_ref()
-        .and_then(|l| l.get(crate::controller::semantic_model::MODEL_UID_LABEL))
+        .and_then(|l| l.get(crate::crd::MODEL_UID_LABEL))
         != Some(&uid)
     {
         tracing::warn!(revision = %name, "revision belongs to another model");

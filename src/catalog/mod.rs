@@ -13,6 +13,8 @@ use std::time::Duration;
 
 pub use credentials::Credentials;
 
+use crate::crd::conditions::Reason;
+
 /// What a probe asks about: a schema, or a relation (table or view) inside a schema. Names are
 /// exact and case-sensitive.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -92,16 +94,16 @@ pub enum ProviderError {
 
 impl ProviderError {
     /// Stable category: condition reason, Event reason, metric label.
-    pub fn category(&self) -> &'static str {
+    pub fn category(&self) -> Reason {
         match self {
-            ProviderError::Unreachable(_) => "Unreachable",
-            ProviderError::AuthFailed(_) => "AuthFailed",
-            ProviderError::PermissionDenied(_) => "PermissionDenied",
-            ProviderError::Timeout(_) => "Timeout",
-            ProviderError::Tls(_) => "TlsFailed",
-            ProviderError::ServerUnavailable(_) => "ServerUnavailable",
-            ProviderError::Misconfigured(_) => "Misconfigured",
-            ProviderError::Protocol(_) => "UnexpectedReply",
+            ProviderError::Unreachable(_) => Reason::UNREACHABLE,
+            ProviderError::AuthFailed(_) => Reason::AUTH_FAILED,
+            ProviderError::PermissionDenied(_) => Reason::PERMISSION_DENIED,
+            ProviderError::Timeout(_) => Reason::TIMEOUT,
+            ProviderError::Tls(_) => Reason::TLS_FAILED,
+            ProviderError::ServerUnavailable(_) => Reason::SERVER_UNAVAILABLE,
+            ProviderError::Misconfigured(_) => Reason::MISCONFIGURED,
+            ProviderError::Protocol(_) => Reason::UNEXPECTED_REPLY,
         }
     }
 }

@@ -7,25 +7,25 @@ use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 
-use super::{CatalogProvider, Probe, ProbeTarget, ProviderError, with_deadline};
-use crate::reconcile::plan::{Observations, Target};
+use std::collections::HashMap;
 
-/// How a round may load the catalog (from the policy's `probe` settings).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ProbeLimits {
-    pub timeout: Duration,
-    pub concurrency: usize,
-    pub batch_size: usize,
+use super::{CatalogProvider, Found, Probe, ProbeTarget, ProviderError, with_deadline};
+use crate::policy::settings::ProbeLimits;
+
+/// One target to probe by name, with the native ids recorded for it (looked up by id when the
+/// name is absent, to tell a rename from a drop).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    pub target: ProbeTarget,
+    pub ids: Vec<String>,
 }
 
-impl Default for ProbeLimits {
-    fn default() -> Self {
-        Self {
-            timeout: Duration::from_secs(5),
-            concurrency: 4,
-            batch_size: 200,
-        }
-    }
+/// What the catalog answered in one round.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Observations {
+    pub by_name: HashMap<ProbeTarget, Probe>,
+    /// For each recorded id whose name was absent: where it lives now, if anywhere.
+    pub by_id: HashMap<String, Option<Found>>,
 }
 
 /// Probes every target and looks up the ids of absent ones. `on_probe` sees each request's

@@ -1,5 +1,6 @@
 //! One connection pool per Catalog, rebuilt when the Catalog's connection spec or its Secret
-//! changes (detected by fingerprinting the resolved settings).
+//! changes (detected by fingerprinting the resolved settings), and the lookup of a Catalog's
+//! provider (its Secret read with `get` only) shared by the controllers and the read API.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -7,13 +8,17 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::{Api, ResourceExt};
 
 use super::mysql::MysqlProvider;
 use super::postgres::PostgresProvider;
 use super::{
     CatalogProvider, ConnectionSettings, Credentials, Found, Probe, ProbeTarget, ProviderError,
 };
+use crate::crd::Catalog;
 use crate::crd::catalog::{Connection, Provider};
+use crate::crd::conditions::Reason;
 
 /// A live provider of either supported system.
 pub enum AnyProvider {
@@ -155,6 +160,60 @@ impl Registry {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// Key of a Catalog in the provider registry.
+pub fn registry_key(cat: &Catalog) -> String {
+    format!("{}/{}", cat.namespace().unwrap_or_default(), cat.name_any())
+}
+
+/// Why a probed catalog has no usable provider: a condition reason and a message naming the fix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NoProvider {
+    pub reason: Reason,
+    pub message: String,
+}
+
+/// The provider of a probed (non-managed) Catalog and its `host:port`: reads its Secret (get
+/// only) and reuses or rebuilds its pool. `Err` only when the API server could not be asked.
+pub async fn provider_from(
+    client: &kube::Client,
+    providers: &Registry,
+    cat: &Catalog,
+) -> Result<Result<(Arc<AnyProvider>, String), NoProvider>, kube::Error> {
+    let no = |reason: Reason, message: String| Ok(Err(NoProvider { reason, message }));
+    if cat.spec.provider == Provider::Managed {
+        return no(
+            Reason::MANAGED,
+            "managed catalogs have no external system".into(),
+        );
+    }
+    let Some(connection) = &cat.spec.connection else {
+        return no(
+            Reason::MISCONFIGURED,
+            "spec.connection is required unless provider is managed".into(),
+        );
+    };
+    let ns = cat.namespace().unwrap_or_default();
+    let secret_name = &connection.credentials_secret_ref.name;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let Some(secret) = secrets.get_opt(secret_name).await? else {
+        return no(
+            Reason::SECRET_NOT_FOUND,
+            format!(
+                "Secret {secret_name:?} does not exist in namespace {ns:?}; create it or fix spec.connection.credentialsSecretRef.name"
+            ),
+        );
+    };
+    let settings = match settings_from(connection, &secret.data.unwrap_or_default()) {
+        Ok(s) => s,
+        Err(message) => return no(Reason::CREDENTIALS_INVALID, message),
+    };
+    let endpoint = format!("{}:{}", settings.host, settings.port);
+    match providers.provider_for(&registry_key(cat), cat.spec.provider, settings) {
+        Ok(p) => Ok(Ok((p, endpoint))),
+        Err(e) => no(e.category(), format!("{endpoint}: {e}")),
     }
 }
 

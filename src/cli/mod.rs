@@ -1,5 +1,197 @@
-//! Command-line verbs that are more than a call into the library.
+//! The `semops` command line: the clap tree and one module per group of verbs. `main.rs` only
+//! calls [`main`]. Exit codes: 0 success, 1 the answer is a failure (problems found, an API
+//! error), 2 the command could not run (bad arguments, unreadable files, unreachable API).
 
 pub mod crd;
+pub mod ossie;
 pub mod query;
+pub mod run;
 pub mod validate;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "semops",
+    version,
+    about = "Governs semantic-layer metadata on Kubernetes"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the controllers, the read API and the probe/metrics server.
+    Run(Box<run::RunArgs>),
+    /// Print the CustomResourceDefinitions (or write one file per kind with --output-dir).
+    Crd {
+        #[arg(long)]
+        output_dir: Option<PathBuf>,
+    },
+    /// Which semantic-model datasets use a table or view (read API).
+    Lookup {
+        /// table or view.
+        object_type: String,
+        /// catalog.schema.name, backtick-quoted segments for dots.
+        full_name: String,
+        #[command(flatten)]
+        api: query::ApiArgs,
+    },
+    /// Metrics of the models in a schema (read API).
+    Metrics {
+        catalog: String,
+        schema: String,
+        /// Include each metric's definition.
+        #[arg(long)]
+        details: bool,
+        #[command(flatten)]
+        api: query::ApiArgs,
+    },
+    /// Models in a schema, or one model's accepted definition (read API).
+    Models {
+        catalog: String,
+        schema: String,
+        /// One model's name.
+        name: Option<String>,
+        #[command(flatten)]
+        api: query::ApiArgs,
+    },
+    /// Lineage graph of a model (`lineage model CATALOG SCHEMA NAME`) or of a table or view
+    /// (`lineage table|view CATALOG.SCHEMA.NAME`); `-o dot|mermaid` draws it.
+    Lineage {
+        /// model, table or view.
+        #[arg(value_enum)]
+        root: query::LineageRoot,
+        /// model: CATALOG SCHEMA NAME; table or view: CATALOG.SCHEMA.NAME.
+        #[arg(required = true, num_args = 1..=3)]
+        names: Vec<String>,
+        #[command(flatten)]
+        api: query::ApiArgs,
+    },
+    /// Stale registrations of a catalog: a live report-only scan, or with --reconcile a round
+    /// now under the catalog's policy (needs create on catalogs/reconcile; --dry-run changes
+    /// nothing).
+    Stale {
+        catalog: String,
+        /// Run a recorded round now (AutoRemove policies remove).
+        #[arg(long)]
+        reconcile: bool,
+        /// With --reconcile: report only.
+        #[arg(long, requires = "reconcile")]
+        dry_run: bool,
+        #[command(flatten)]
+        api: query::ApiArgs,
+    },
+    /// Convert between Apache Ossie YAML and SemanticModel resources.
+    #[command(subcommand)]
+    Ossie(ossie::OssieCommand),
+    /// Print the read API's OpenAPI document.
+    Openapi,
+    /// Print generated reference documentation (`conditions`: docs/conditions.md).
+    #[command(hide = true)]
+    Reference {
+        #[arg(value_parser = ["conditions"])]
+        what: String,
+    },
+    /// Check manifests offline (contract and model-local rules); exit code 1 on any problem.
+    Validate {
+        /// Files or directories of YAML manifests.
+        #[arg(short = 'f', long = "filename", required = true)]
+        paths: Vec<PathBuf>,
+    },
+}
+
+/// Parses the command line and runs the verb.
+pub fn main() -> ExitCode {
+    match Cli::parse().command {
+        Command::Run(args) => run::main(*args),
+        Command::Crd { output_dir: None } => {
+            print!("{}", crd::render_all());
+            ExitCode::SUCCESS
+        }
+        Command::Crd {
+            output_dir: Some(dir),
+        } => match crd::write_dir(&dir) {
+            Ok(files) => {
+                files.iter().for_each(|f| eprintln!("wrote {f}"));
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: cannot write CRDs into {}: {e}", dir.display());
+                ExitCode::from(2)
+            }
+        },
+        Command::Validate { paths } => validate::main(&paths),
+        Command::Openapi => {
+            print!("{}", crate::api::openapi::document_text());
+            ExitCode::SUCCESS
+        }
+        Command::Reference { what: _ } => {
+            print!("{}", crate::crd::conditions::reference());
+            ExitCode::SUCCESS
+        }
+        Command::Ossie(cmd) => ossie::main(cmd),
+        Command::Lookup {
+            object_type,
+            full_name,
+            api,
+        } => query::main(
+            &api,
+            query::Query::Lookup {
+                object_type,
+                full_name,
+            },
+        ),
+        Command::Metrics {
+            catalog,
+            schema,
+            details,
+            api,
+        } => query::main(
+            &api,
+            query::Query::Metrics {
+                catalog,
+                schema,
+                details,
+            },
+        ),
+        Command::Models {
+            catalog,
+            schema,
+            name,
+            api,
+        } => query::main(
+            &api,
+            query::Query::Models {
+                catalog,
+                schema,
+                name,
+            },
+        ),
+        Command::Lineage { root, names, api } => match query::Query::lineage(root, names) {
+            Ok(q) => query::main(&api, q),
+            Err(usage) => {
+                eprintln!("error: {usage}");
+                ExitCode::from(2)
+            }
+        },
+        Command::Stale {
+            catalog,
+            reconcile,
+            dry_run,
+            api,
+        } => query::main(
+            &api,
+            if reconcile {
+                query::Query::Reconcile { catalog, dry_run }
+            } else {
+                query::Query::Stale { catalog }
+            },
+        ),
+    }
+}

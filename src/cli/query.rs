@@ -1,13 +1,17 @@
-//! `semops lookup | metrics | models | stale`: the read API from a terminal (also
-//! `kubectl semops …`).
-//! Talks to the API at `--server` (e.g. after `kubectl port-forward svc/semops 8090`) with the
-//! bearer token of `--token`, or of the current kubeconfig user when it has one.
+//! `semops lookup | metrics | models | lineage | stale`: the read API from a terminal (also
+//! `kubectl semops …`). Talks to the API at `--server` (e.g. after `kubectl port-forward svc/semops
+//! 8090`) with the bearer token of `--token`, or of the current kubeconfig user when it has one.
+//! Every URL is filled in from the route constants the server itself routes by.
+
+use std::process::ExitCode;
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
+
+use crate::api::paths::{self, fill};
 
 /// Output formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -21,17 +25,211 @@ pub enum Output {
     Mermaid,
 }
 
-/// Percent-encodes one path segment.
-pub fn encode_segment(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
+/// The root of a lineage graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LineageRoot {
+    Model,
+    Table,
+    View,
+}
+
+/// Where and as whom the query verbs ask.
+#[derive(clap::Args)]
+pub struct ApiArgs {
+    /// Namespace (the Gravitino metalake).
+    #[arg(short = 'n', long, env = "SEMOPS_NAMESPACE", default_value = "default")]
+    pub namespace: String,
+    /// Base URL of the semops read API (e.g. after `kubectl port-forward svc/semops 8090`).
+    #[arg(long, env = "SEMOPS_API", default_value = "http://127.0.0.1:8090")]
+    pub server: String,
+    /// Bearer token; defaults to the current kubeconfig user's token, if it has one.
+    #[arg(long, env = "SEMOPS_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
+    pub output: Output,
+}
+
+/// One question to the read API.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Query {
+    Lookup {
+        object_type: String,
+        full_name: String,
+    },
+    Metrics {
+        catalog: String,
+        schema: String,
+        details: bool,
+    },
+    Models {
+        catalog: String,
+        schema: String,
+        name: Option<String>,
+    },
+    ModelLineage {
+        catalog: String,
+        schema: String,
+        name: String,
+    },
+    SourceLineage {
+        object_type: String,
+        full_name: String,
+    },
+    Stale {
+        catalog: String,
+    },
+    Reconcile {
+        catalog: String,
+        dry_run: bool,
+    },
+}
+
+impl Query {
+    /// `lineage model C S N` or `lineage table|view C.S.N`; `Err` is the usage line.
+    pub fn lineage(root: LineageRoot, names: Vec<String>) -> Result<Query, &'static str> {
+        match (
+            root,
+            <[String; 3]>::try_from(names.clone()),
+            names.as_slice(),
+        ) {
+            (LineageRoot::Model, Ok([catalog, schema, name]), _) => Ok(Query::ModelLineage {
+                catalog,
+                schema,
+                name,
+            }),
+            (LineageRoot::Table | LineageRoot::View, _, [full]) => Ok(Query::SourceLineage {
+                object_type: if root == LineageRoot::Table {
+                    "table"
+                } else {
+                    "view"
+                }
+                .into(),
+                full_name: full.clone(),
+            }),
+            _ => Err(
+                "use `semops lineage model CATALOG SCHEMA NAME` or `semops lineage table|view CATALOG.SCHEMA.NAME`",
+            ),
+        }
+    }
+
+    /// Method, path (with query string) and JSON body of the request in namespace `ns`.
+    pub fn request(&self, ns: &str) -> (&'static str, String, Option<Value>) {
+        let get = |path: String| ("GET", path, None);
+        match self {
+            Query::Lookup {
+                object_type,
+                full_name,
+            } => get(fill(
+                paths::SOURCE_DATASETS,
+                &[
+                    ("ns", ns),
+                    ("object_type", object_type),
+                    ("full_name", full_name),
+                ],
+            )),
+            Query::Metrics {
+                catalog,
+                schema,
+                details,
+            } => get(format!(
+                "{}?details={details}",
+                fill(
+                    paths::SCHEMA_METRICS,
+                    &[("ns", ns), ("catalog", catalog), ("schema", schema)]
+                )
+            )),
+            Query::Models {
+                catalog,
+                schema,
+                name: None,
+            } => get(fill(
+                paths::MODELS,
+                &[("ns", ns), ("catalog", catalog), ("schema", schema)],
+            )),
+            Query::Models {
+                catalog,
+                schema,
+                name: Some(name),
+            } => get(fill(
+                paths::MODEL,
+                &[
+                    ("ns", ns),
+                    ("catalog", catalog),
+                    ("schema", schema),
+                    ("name", name),
+                ],
+            )),
+            Query::ModelLineage {
+                catalog,
+                schema,
+                name,
+            } => get(fill(
+                paths::MODEL_LINEAGE,
+                &[
+                    ("ns", ns),
+                    ("catalog", catalog),
+                    ("schema", schema),
+                    ("name", name),
+                ],
+            )),
+            Query::SourceLineage {
+                object_type,
+                full_name,
+            } => get(fill(
+                paths::SOURCE_LINEAGE,
+                &[
+                    ("ns", ns),
+                    ("object_type", object_type),
+                    ("full_name", full_name),
+                ],
+            )),
+            Query::Stale { catalog } => get(fill(
+                paths::STALE_ENTITIES,
+                &[("ns", ns), ("catalog", catalog)],
+            )),
+            Query::Reconcile { catalog, dry_run } => (
+                "POST",
+                fill(paths::RECONCILE, &[("ns", ns), ("catalog", catalog)]),
+                Some(serde_json::json!({ "dryRun": dry_run })),
+            ),
+        }
+    }
+}
+
+/// Runs one query and prints the answer; exit code 1 when the API answers with an error, 2 when
+/// it cannot be asked.
+pub fn main(api: &ApiArgs, query: Query) -> ExitCode {
+    let (method, path, body) = query.request(&api.namespace);
+    let token = api.token.clone().or_else(kubeconfig_token);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    match runtime.block_on(request(
+        &api.server,
+        method,
+        &path,
+        token.as_deref(),
+        body.as_ref(),
+    )) {
+        Ok((200, body)) => {
+            print!("{}", render(&body, api.output));
+            ExitCode::SUCCESS
+        }
+        Ok((status, body)) => {
+            let message = body
+                .get("message")
+                .and_then(|m| m.as_str())
+                .unwrap_or("unexpected answer");
+            let type_ = body.get("type").and_then(|m| m.as_str()).unwrap_or("");
+            eprintln!("error: {status} {type_}: {message}");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 /// GETs `path` from the API; returns the status and the JSON body.
@@ -221,8 +419,68 @@ mod tests {
     use super::*;
 
     #[test]
-    fn segments_are_percent_encoded() {
-        assert_eq!(encode_segment("hr.`a.b`.t x"), "hr.%60a.b%60.t%20x");
+    fn every_query_fills_a_route_the_server_serves() {
+        let queries = [
+            Query::Lookup {
+                object_type: "table".into(),
+                full_name: "hr.`a.b`.t x".into(),
+            },
+            Query::Metrics {
+                catalog: "c".into(),
+                schema: "s".into(),
+                details: true,
+            },
+            Query::Models {
+                catalog: "c".into(),
+                schema: "s".into(),
+                name: None,
+            },
+            Query::Models {
+                catalog: "c".into(),
+                schema: "s".into(),
+                name: Some("m".into()),
+            },
+            Query::lineage(LineageRoot::Model, vec!["c".into(), "s".into(), "m".into()]).unwrap(),
+            Query::lineage(LineageRoot::View, vec!["c.s.v".into()]).unwrap(),
+            Query::Stale {
+                catalog: "c".into(),
+            },
+            Query::Reconcile {
+                catalog: "c".into(),
+                dry_run: true,
+            },
+        ];
+        let want = [
+            (
+                "GET",
+                "/api/metalakes/ns/objects/table/hr.%60a.b%60.t%20x/semantic-model-datasets",
+            ),
+            (
+                "GET",
+                "/api/metalakes/ns/catalogs/c/schemas/s/semantic-model-metrics?details=true",
+            ),
+            (
+                "GET",
+                "/api/metalakes/ns/catalogs/c/schemas/s/semantic-models",
+            ),
+            (
+                "GET",
+                "/api/metalakes/ns/catalogs/c/schemas/s/semantic-models/m",
+            ),
+            (
+                "GET",
+                "/api/metalakes/ns/catalogs/c/schemas/s/semantic-models/m/lineage",
+            ),
+            ("GET", "/api/metalakes/ns/objects/view/c.s.v/lineage"),
+            ("GET", "/api/metalakes/ns/catalogs/c/stale-entities"),
+            ("POST", "/api/metalakes/ns/catalogs/c/reconcile"),
+        ];
+        for (q, (method, path)) in queries.iter().zip(want) {
+            let (m, p, _) = q.request("ns");
+            assert_eq!((m, p.as_str()), (method, path), "{q:?}");
+        }
+        assert!(Query::lineage(LineageRoot::Model, vec!["c.s.m".into()]).is_err());
+        assert!(Query::lineage(LineageRoot::Table, vec!["c".into(), "s".into()]).is_err());
     }
 
     #[test]

@@ -6,9 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::crd::{
-    CatalogSpec, ReconcilePolicy, ReconcilePolicySpec, catalog::Provider, policy::RegistrationKind,
-};
+use crate::crd::{CatalogSpec, ReconcilePolicySpec, catalog::Provider, policy::RegistrationKind};
 use crate::model::validate::{self, Problem};
 
 /// A semops object found in the input, with where it starts.
@@ -168,7 +166,7 @@ pub fn check(documents: &[Document]) -> Vec<Finding> {
                 }
             },
             "Catalog" => catalog_problems(&d.spec),
-            "ReconcilePolicy" => policy_problems(&d.name, &d.spec),
+            "ReconcilePolicy" => policy_problems(&d.spec),
             other => vec![Problem {
                 reason: validate::Reason::SchemaMismatch,
                 path: "kind".into(),
@@ -183,7 +181,7 @@ pub fn check(documents: &[Document]) -> Vec<Finding> {
             object: format!("{} {}/{}", d.kind, d.namespace, d.name),
             path: p.path,
             message: p.message,
-            reason: p.reason.as_str().to_string(),
+            reason: p.reason.condition_reason().to_string(),
         }));
     }
     findings
@@ -254,12 +252,12 @@ fn catalog_problems(spec: &Value) -> Vec<Problem> {
     out
 }
 
-fn policy_problems(name: &str, spec: &Value) -> Vec<Problem> {
+fn policy_problems(spec: &Value) -> Vec<Problem> {
     let spec: ReconcilePolicySpec = match serde_path_to_error::deserialize(spec) {
         Ok(s) => s,
         Err(e) => return vec![shape_problem(e)],
     };
-    crate::controller::policy::spec_problems(&ReconcilePolicy::new(name, spec))
+    crate::policy::spec::spec_problems(&spec)
         .into_iter()
         .map(|p| {
             let (path, message) = p
@@ -274,6 +272,45 @@ fn policy_problems(name: &str, spec: &Value) -> Vec<Problem> {
             }
         })
         .collect()
+}
+
+/// `semops validate -f ...`: prints each finding; exit 1 on problems, 2 when a file cannot be read.
+pub fn main(paths: &[PathBuf]) -> std::process::ExitCode {
+    use std::process::ExitCode;
+    let mut findings = Vec::new();
+    let mut docs = Vec::new();
+    for path in paths {
+        let files = match collect_files(path) {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("error: cannot read {}: {e}", path.display());
+                return ExitCode::from(2);
+            }
+        };
+        for file in files {
+            match std::fs::read_to_string(&file) {
+                Ok(text) => docs.extend(parse_file(&file, &text, &mut findings)),
+                Err(e) => {
+                    eprintln!("error: cannot read {}: {e}", file.display());
+                    return ExitCode::from(2);
+                }
+            }
+        }
+    }
+    findings.extend(check(&docs));
+    for f in &findings {
+        println!("{f}");
+    }
+    eprintln!(
+        "{} semops object(s) checked, {} problem(s)",
+        docs.len(),
+        findings.len()
+    );
+    if findings.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
 }
 
 #[cfg(test)]

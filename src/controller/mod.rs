@@ -1,12 +1,14 @@
-//! Reconcilers, one per kind: each reads the shared caches, calls the pure rooms, and writes
-//! status at most once, only when it changed and only while this replica leads.
+//! Reconcilers, one per kind: each reads the shared caches, runs a pipeline of named steps over
+//! the pure rooms, builds one status and commits it at most once — only when it changed and
+//! only while this replica leads. `check` runs the Catalog check rounds.
 
 pub mod catalog;
 pub mod check;
+pub mod events;
 pub mod policy;
 pub mod semantic_model;
-mod status;
 mod triggers;
+pub mod writer;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -14,39 +16,26 @@ use std::time::{Duration, Instant};
 
 use futures::{Future, StreamExt};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event as KubeEvent, EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
+use tracing::Instrument;
 
-use crate::crd::{Catalog, ReconcilePolicy, SemanticModel};
+use crate::catalog::registry::Registry;
+use crate::crd::conditions::Reason;
 use crate::leader::LeaderHandle;
 use crate::policy::OperatorDefaults;
+use crate::stores::Stores;
 use crate::telemetry::Metrics;
+use events::{Events, Reporter, Severity};
 
-pub use status::HasStatus;
 pub use triggers::Triggers;
+pub use writer::HasStatus;
 
-/// The three watch caches, shared by the controllers (and later the read API).
-#[derive(Clone)]
-pub struct Stores {
-    pub models: Store<SemanticModel>,
-    pub catalogs: Store<Catalog>,
-    pub policies: Store<ReconcilePolicy>,
-}
-
-impl Stores {
-    pub fn models_in(&self, ns: &str) -> Vec<Arc<SemanticModel>> {
-        self.models
-            .state_filter(|m| m.metadata.namespace.as_deref() == Some(ns))
-    }
-    pub fn catalogs_in(&self, ns: &str) -> Vec<Arc<Catalog>> {
-        self.catalogs
-            .state_filter(|c| c.metadata.namespace.as_deref() == Some(ns))
-    }
-    pub fn policies_in(&self, ns: &str) -> Vec<Arc<ReconcilePolicy>> {
-        self.policies
-            .state_filter(|p| p.metadata.namespace.as_deref() == Some(ns))
-    }
+/// Controller names: metric labels (controller-runtime's `controller` label) and log fields.
+pub mod names {
+    pub const SEMANTIC_MODEL: &str = "semanticmodel";
+    pub const CATALOG: &str = "catalog";
+    pub const RECONCILE_POLICY: &str = "reconcilepolicy";
 }
 
 /// Check rounds running at once across all catalogs, unless `--max-concurrent-rounds` says.
@@ -58,11 +47,11 @@ pub struct Context {
     pub stores: Stores,
     pub leader: LeaderHandle,
     pub metrics: Arc<Metrics>,
-    pub recorder: Recorder,
+    pub events: Events,
     pub defaults: OperatorDefaults,
     /// One connection pool per probed Catalog.
-    pub providers: Arc<crate::catalog::registry::Registry>,
-    /// Period of the model-side drift refresh (jittered per visit).
+    pub providers: Arc<Registry>,
+    /// Period of source-only visits of Catalogs whose periodic checks are off.
     pub drift_interval: Duration,
     /// ControllerRevisions kept per model (`--revision-history-limit`).
     pub revision_history_limit: i64,
@@ -82,26 +71,20 @@ impl Context {
         stores: Stores,
         leader: LeaderHandle,
         metrics: Arc<Metrics>,
-        recorder: Recorder,
+        identity: &str,
         defaults: OperatorDefaults,
-        providers: Arc<crate::catalog::registry::Registry>,
+        providers: Arc<Registry>,
     ) -> Self {
         Self {
             stores,
             leader,
             metrics,
-            recorder,
+            events: Events::new(client.clone(), identity),
             defaults,
             providers,
             drift_interval: Duration::from_secs(600),
             revision_history_limit: 10,
-            checks: check::Checks::new(
-                DEFAULT_MAX_CONCURRENT_ROUNDS,
-                check::Reporter {
-                    client: client.clone(),
-                    instance: check::REPORTER.into(),
-                },
-            ),
+            checks: check::Checks::new(DEFAULT_MAX_CONCURRENT_ROUNDS),
             client,
             triggers: None,
             failures: Mutex::default(),
@@ -125,28 +108,19 @@ impl Context {
             .copied()
     }
 
-    /// Publishes an Event; failures are logged, never fatal (Events are best effort).
+    /// Publishes an Event about `obj` (best effort).
     pub async fn publish<K: Resource<DynamicType = ()>>(
         &self,
+        reporter: Reporter,
         obj: &K,
-        type_: EventType,
-        reason: &str,
+        severity: Severity,
+        reason: &Reason,
         action: &str,
         note: String,
     ) {
-        let event = KubeEvent {
-            type_,
-            reason: reason.into(),
-            note: Some(note),
-            action: action.into(),
-            secondary: None,
-        };
-        match self.recorder.publish(&event, &obj.object_ref(&())).await {
-            Ok(()) => {
-                self.metrics.events_published.inc();
-            }
-            Err(e) => tracing::warn!(error = %e, reason, "could not publish event"),
-        }
+        self.events
+            .publish(&self.metrics, reporter, obj, severity, reason, action, note)
+            .await;
     }
 }
 
@@ -165,18 +139,18 @@ pub enum Error {
     Serialize(#[from] serde_json::Error),
     /// Work that waits on something outside (e.g. an unreachable catalog); retried with backoff.
     #[error("waiting: {0}")]
-    Pending(&'static str),
+    Pending(Reason),
 }
 
 impl Error {
-    pub fn category(&self) -> &'static str {
+    pub fn category(&self) -> &str {
         match self {
             Error::Kube(_) => "KubeApi",
             Error::Conflict => "Conflict",
             Error::NotLeader => "NotLeader",
             Error::MissingNamespace => "MissingNamespace",
             Error::Serialize(_) => "Serialize",
-            Error::Pending(reason) => reason,
+            Error::Pending(reason) => reason.as_str(),
         }
     }
 }
@@ -222,7 +196,8 @@ pub(crate) fn error_policy<K: Resource<DynamicType = ()>>(
     }
 }
 
-/// Wraps a reconcile with timing, metrics and failure-count reset.
+/// Wraps a reconcile in a span naming its object (every log line inside carries it), with
+/// timing, metrics and failure-count reset.
 pub(crate) async fn instrumented<K, F>(
     controller: &'static str,
     obj: Arc<K>,
@@ -233,8 +208,15 @@ where
     K: Resource<DynamicType = ()>,
     F: Future<Output = Result<Action, Error>>,
 {
+    let span = tracing::info_span!(
+        "reconcile",
+        controller,
+        kind = %K::kind(&()),
+        namespace = %obj.namespace().unwrap_or_default(),
+        name = %obj.name_any(),
+    );
     let started = Instant::now();
-    let result = fut.await;
+    let result = fut.instrument(span).await;
     let label = match &result {
         Ok(a) if *a == Action::await_change() => "success",
         Ok(_) => "requeue_after",

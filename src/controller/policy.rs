@@ -6,40 +6,16 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
-use super::catalog::{catalog_view, policy_views};
-use super::status::write_status_if_changed;
+use super::writer::commit;
 use super::{Context, Error};
 use crate::crd::catalog::PolicySource;
-use crate::crd::conditions::{self, Desired, Status};
+use crate::crd::conditions::{self, ConditionType, Desired, Reason, Status};
 use crate::crd::{Catalog, ReconcilePolicy, ReconcilePolicyStatus};
-use crate::policy::{OperatorDefaults, duration, effective_policy, overlaps, selector};
+use crate::policy::spec::spec_problems;
+use crate::policy::views::{catalog_view, policy_views};
+use crate::policy::{OperatorDefaults, effective_policy, overlaps};
 
-pub const CONTROLLER: &str = "reconcilepolicy";
-
-/// Problems the CRD schema cannot catch (or that slipped past an older CRD), by field path.
-pub fn spec_problems(p: &ReconcilePolicy) -> Vec<String> {
-    let mut out = Vec::new();
-    match duration::parse(&p.spec.interval) {
-        Ok(d) if d.as_secs() < 60 => out.push(format!(
-            "spec.interval: {} is shorter than the 1m minimum",
-            p.spec.interval
-        )),
-        Ok(_) => {}
-        Err(e) => out.push(format!("spec.interval: {e}")),
-    }
-    if let Err(e) = duration::parse(&p.spec.probe.timeout) {
-        out.push(format!("spec.probe.timeout: {e}"));
-    }
-    if !(0.0..1.0).contains(&p.spec.jitter) {
-        out.push(format!("spec.jitter: {} is outside [0, 1)", p.spec.jitter));
-    }
-    if let Some(sel) = &p.spec.catalog_selector
-        && let Err(e) = selector::check(sel)
-    {
-        out.push(format!("spec.catalogSelector.{e}"));
-    }
-    out
-}
+pub const CONTROLLER: &str = super::names::RECONCILE_POLICY;
 
 /// The whole status this controller wants, from plain inputs.
 pub fn desired_status(
@@ -60,16 +36,21 @@ pub fn desired_status(
             e.source != PolicySource::OperatorDefault && e.name.as_deref() == Some(name.as_str())
         })
         .count();
-    let problems = spec_problems(p);
+    let problems = spec_problems(&p.spec);
     let overlap = overlaps(&cat_views, &views).remove(&name);
     let ready = if !problems.is_empty() {
-        Desired::new("Ready", Status::False, "InvalidSpec", problems.join("; "))
+        Desired::new(
+            ConditionType::Ready,
+            Status::False,
+            Reason::INVALID_SPEC,
+            problems.join("; "),
+        )
     } else if let Some((others, why)) = overlap {
         let others: Vec<_> = others.into_iter().collect();
         Desired::new(
-            "Ready",
+            ConditionType::Ready,
             Status::False,
-            "Overlap",
+            Reason::OVERLAP,
             format!(
                 "overlaps with ReconcilePolicy {} ({why}); the alphabetically first wins; narrow the catalogSelectors or delete one",
                 others.join(", ")
@@ -77,9 +58,9 @@ pub fn desired_status(
         )
     } else {
         Desired::new(
-            "Ready",
+            ConditionType::Ready,
             Status::True,
-            "Valid",
+            Reason::VALID,
             format!("selects {selected} Catalog(s)"),
         )
     };
@@ -102,7 +83,7 @@ pub async fn reconcile(p: Arc<ReconcilePolicy>, ctx: Arc<Context>) -> Result<Act
         &ctx.stores.catalogs_in(&ns),
         &now,
     );
-    write_status_if_changed(&ctx, CONTROLLER, p.as_ref(), desired).await?;
+    commit(&ctx, CONTROLLER, p.as_ref(), desired, None).await?;
     Ok(Action::await_change())
 }
 
@@ -127,7 +108,7 @@ mod tests {
         Time(k8s_openapi::jiff::Timestamp::from_second(1).unwrap())
     }
     fn ready(s: &ReconcilePolicyStatus) -> (String, String) {
-        let c = conditions::find(&s.conditions, "Ready").unwrap();
+        let c = conditions::find(&s.conditions, ConditionType::Ready).unwrap();
         (c.status.clone(), c.reason.clone())
     }
 
@@ -173,18 +154,5 @@ mod tests {
             desired_status(&b, &all, &cats, &now()).catalog_count,
             Some(0)
         );
-    }
-
-    #[test]
-    fn invalid_specs_name_the_field() {
-        let p = policy(
-            "p",
-            "interval: 30s\nprobe: {timeout: soon}\ncatalogSelector: {matchExpressions: [{key: a, operator: Like}]}",
-        );
-        let problems = spec_problems(&p);
-        assert_eq!(problems.len(), 3, "{problems:?}");
-        assert!(problems[0].starts_with("spec.interval"));
-        assert!(problems[1].starts_with("spec.probe.timeout"));
-        assert!(problems[2].starts_with("spec.catalogSelector.matchExpressions[0]"));
     }
 }

@@ -7,9 +7,10 @@ use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::Event;
 
-use super::{Stores, all_refs};
+use super::all_refs;
 use crate::crd::{CATALOG_PROTECTION_FINALIZER, Catalog, ReconcilePolicy, SemanticModel};
 use crate::ossie::SourceRef;
+use crate::stores::Stores;
 
 /// Senders into each controller's `reconcile_on` stream.
 #[derive(Clone)]

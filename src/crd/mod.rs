@@ -21,6 +21,8 @@ pub const GROUP: &str = "semops.io";
 pub const CATALOG_PROTECTION_FINALIZER: &str = "semops.io/catalog-protection";
 /// Annotation asking for a check round soon; its value is echoed in `status.lastCheck.trigger`.
 pub const CHECK_REQUESTED_ANNOTATION: &str = "semops.io/check-requested";
+/// Label carrying the owning model's uid on each of its ControllerRevisions.
+pub const MODEL_UID_LABEL: &str = "semops.io/model-uid";
 
 /// All CRDs in a stable order (the order of `semops crd` and of `crds/`).
 pub fn all_crds() -> Vec<(&'static str, CustomResourceDefinition)> {

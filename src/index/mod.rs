@@ -12,7 +12,7 @@ use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 
 use crate::crd::SemanticModel;
-use crate::crd::conditions;
+use crate::crd::conditions::{self, ConditionType, Reason};
 
 /// Key of a bound source.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -57,7 +57,8 @@ pub fn is_visible(m: &SemanticModel) -> bool {
         return false;
     };
     status.revision.is_some()
-        && conditions::find(&status.conditions, "Ready").is_none_or(|c| c.reason != "NameConflict")
+        && conditions::find(&status.conditions, ConditionType::Ready)
+            .is_none_or(|c| c.reason != Reason::NAME_CONFLICT.as_str())
 }
 
 impl ModelIndex {

@@ -7,39 +7,44 @@ use crate::crd::SemanticModelStatus;
 use crate::crd::semantic_model::{Definition, SemanticModelSpec};
 
 /// JSON with object keys sorted at every level and array order kept (order is meaning in Ossie).
+/// The sort does not rely on the map type: with serde_json's `preserve_order` (which any
+/// dependency may turn on) maps keep insertion order, and the hash must not change with it.
 pub fn canonical_json(value: &Value) -> String {
-    fn write(v: &Value, out: &mut String) {
-        match v {
-            Value::Object(map) => {
-                let mut keys: Vec<&String> = map.keys().collect();
-                keys.sort();
-                out.push('{');
-                for (i, k) in keys.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    out.push_str(&Value::String((*k).clone()).to_string());
-                    out.push(':');
-                    write(&map[*k], out);
-                }
-                out.push('}');
-            }
-            Value::Array(items) => {
-                out.push('[');
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    write(item, out);
-                }
-                out.push(']');
-            }
-            other => out.push_str(&other.to_string()),
-        }
-    }
     let mut out = String::new();
-    write(value, &mut out);
+    write_value(value, &mut out);
     out
+}
+
+fn write_value(v: &Value, out: &mut String) {
+    match v {
+        Value::Object(map) => write_object(map.iter().collect(), out),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_value(item, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// An object's entries, in whatever order they come, written sorted by key.
+fn write_object(mut entries: Vec<(&String, &Value)>, out: &mut String) {
+    entries.sort_by(|a, b| a.0.cmp(b.0));
+    out.push('{');
+    for (i, (k, v)) in entries.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&Value::String(k.clone()).to_string());
+        out.push(':');
+        write_value(v, out);
+    }
+    out.push('}');
 }
 
 fn sha256(text: &str) -> String {
@@ -129,11 +134,41 @@ mod tests {
     }
 
     #[test]
-    fn canonical_json_sorts_keys_and_keeps_array_order() {
-        assert_eq!(
-            canonical_json(&json!({"b": 1, "a": [3, 1, {"z": 0, "y": null}]})),
-            r#"{"a":[3,1,{"y":null,"z":0}],"b":1}"#
-        );
+    fn object_entries_are_written_sorted_whatever_order_they_come_in() {
+        // Entries handed over out of order, as a `preserve_order` map would iterate them.
+        let (b, a, z) = ("b".to_string(), "a".to_string(), "Z".to_string());
+        let (one, list, null) = (json!(1), json!([3, 1, {"y": null}]), json!(null));
+        let mut out = String::new();
+        write_object(vec![(&b, &one), (&a, &list), (&z, &null)], &mut out);
+        assert_eq!(out, r#"{"Z":null,"a":[3,1,{"y":null}],"b":1}"#);
+    }
+
+    proptest::proptest! {
+        /// Canonical text is JSON for the same value (escaping included), and stable.
+        #[test]
+        fn canonical_text_parses_back_to_the_same_value(v in arb_json()) {
+            let text = canonical_json(&v);
+            let back: Value = serde_json::from_str(&text).unwrap();
+            proptest::prop_assert_eq!(&back, &v);
+            proptest::prop_assert_eq!(canonical_json(&back), text);
+        }
+    }
+
+    fn arb_json() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            "\\PC{0,8}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 32, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                proptest::collection::btree_map("\\PC{0,6}", inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
     }
 
     #[test]
@@ -204,15 +239,16 @@ mod tests {
     }
 
     #[test]
-    fn the_hash_ignores_key_order_in_free_form_ai_context() {
-        let mut a = base();
-        a["definition"]["aiContext"] = json!({"instructions": "x", "synonyms": ["a"]});
-        let mut b = base();
-        b["definition"]["aiContext"] =
-            serde_json::from_str(r#"{"synonyms": ["a"], "instructions": "x"}"#).unwrap();
-        assert_eq!(
-            definition_hash(&spec(a).definition),
-            definition_hash(&spec(b).definition)
-        );
+    fn the_hash_changes_with_any_definition_content_and_not_with_other_fields() {
+        let mut v = base();
+        let h0 = definition_hash(&spec(v.clone()).definition);
+        v["comment"] = json!("other");
+        v["properties"] = json!({});
+        assert_eq!(definition_hash(&spec(v.clone()).definition), h0);
+        v["definition"]["aiContext"] = json!({"instructions": "x"});
+        let h1 = definition_hash(&spec(v.clone()).definition);
+        assert_ne!(h1, h0);
+        v["definition"]["aiContext"] = json!({"instructions": "y"});
+        assert_ne!(definition_hash(&spec(v).definition), h1);
     }
 }

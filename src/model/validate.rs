@@ -6,6 +6,7 @@ use std::fmt;
 
 use serde_json::Value;
 
+use crate::crd::conditions::Reason as ConditionReason;
 use crate::crd::semantic_model::{CustomExtension, Expression, SemanticModelSpec};
 use crate::ossie::SourceRef;
 
@@ -43,22 +44,23 @@ pub enum Reason {
 }
 
 impl Reason {
-    pub fn as_str(self) -> &'static str {
+    /// The condition reason this problem reports.
+    pub fn condition_reason(self) -> ConditionReason {
         match self {
-            Reason::MissingValue => "MissingValue",
-            Reason::EmptyList => "EmptyList",
-            Reason::DuplicateName => "DuplicateName",
-            Reason::DuplicateColumn => "DuplicateColumn",
-            Reason::InvalidSource => "InvalidSource",
-            Reason::UnknownDataset => "UnknownDataset",
-            Reason::ColumnCountMismatch => "ColumnCountMismatch",
-            Reason::InvalidAiContext => "InvalidAiContext",
-            Reason::InvalidName => "InvalidName",
-            Reason::CatalogNotFound => "CatalogNotFound",
-            Reason::SchemaNotFound => "SchemaNotFound",
-            Reason::SchemaMismatch => "SchemaMismatch",
-            Reason::SourceNotFound => "SourceNotFound",
-            Reason::ColumnNotFound => "ColumnNotFound",
+            Reason::MissingValue => ConditionReason::MISSING_VALUE,
+            Reason::EmptyList => ConditionReason::EMPTY_LIST,
+            Reason::DuplicateName => ConditionReason::DUPLICATE_NAME,
+            Reason::DuplicateColumn => ConditionReason::DUPLICATE_COLUMN,
+            Reason::InvalidSource => ConditionReason::INVALID_SOURCE,
+            Reason::UnknownDataset => ConditionReason::UNKNOWN_DATASET,
+            Reason::ColumnCountMismatch => ConditionReason::COLUMN_COUNT_MISMATCH,
+            Reason::InvalidAiContext => ConditionReason::INVALID_AI_CONTEXT,
+            Reason::InvalidName => ConditionReason::INVALID_NAME,
+            Reason::CatalogNotFound => ConditionReason::CATALOG_NOT_FOUND,
+            Reason::SchemaNotFound => ConditionReason::SCHEMA_NOT_FOUND,
+            Reason::SchemaMismatch => ConditionReason::SCHEMA_MISMATCH,
+            Reason::SourceNotFound => ConditionReason::SOURCE_NOT_FOUND,
+            Reason::ColumnNotFound => ConditionReason::COLUMN_NOT_FOUND,
         }
     }
 }

@@ -188,10 +188,7 @@ mod tests {
     }
 
     fn fixture(name: &str) -> Value {
-        let path = format!(
-            "{}/../shared/fixtures/ossie/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        );
+        let path = format!("{}/tests/fixtures/ossie/{name}", env!("CARGO_MANIFEST_DIR"));
         serde_yaml::from_str(
             &std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}")),
         )

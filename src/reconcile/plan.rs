@@ -6,9 +6,10 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 
 use super::round::Observation;
-use crate::catalog::{Found, Probe, ProbeTarget};
+use crate::catalog::observe::{Observations, Target};
+use crate::catalog::{Probe, ProbeTarget};
 use crate::crd::catalog::{Registration, RegistrationState, RegistrationStatus};
-use crate::crd::conditions::{Desired, Status};
+use crate::crd::conditions::{ConditionType, Desired, Reason, Status};
 use crate::crd::policy::RegistrationKind;
 
 /// The probe target of a declared registration; `None` for kinds no provider serves yet (Topic).
@@ -50,14 +51,6 @@ pub fn align(spec: &[Registration], previous: &[RegistrationStatus]) -> Vec<Regi
             },
         )
         .collect()
-}
-
-/// One target to probe by name, with the native ids recorded for it (looked up by id when the
-/// name is absent, to tell a rename from a drop).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Target {
-    pub target: ProbeTarget,
-    pub ids: Vec<String>,
 }
 
 /// What one round probes.
@@ -105,24 +98,19 @@ pub fn plan(
     }
 }
 
-/// What the catalog answered in one round.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Observations {
-    pub by_name: HashMap<ProbeTarget, Probe>,
-    /// For each recorded id whose name was absent: where it lives now, if anywhere.
-    pub by_id: HashMap<String, Option<Found>>,
-}
-
-impl Observations {
-    /// The classification input of one registration; `None` when its target was not probed.
-    pub fn of_registration(&self, r: &Registration, s: &RegistrationStatus) -> Option<Observation> {
-        let by_name = self.by_name.get(&registration_target(r)?)?.clone();
-        let by_id = match (&by_name, &s.id) {
-            (Probe::Absent, Some(id)) => self.by_id.get(id).cloned().flatten(),
-            _ => None,
-        };
-        Some(Observation { by_name, by_id })
-    }
+/// The classification input of one registration from what the catalog answered; `None` when
+/// its target was not probed.
+pub fn observation_of(
+    seen: &Observations,
+    r: &Registration,
+    s: &RegistrationStatus,
+) -> Option<Observation> {
+    let by_name = seen.by_name.get(&registration_target(r)?)?.clone();
+    let by_id = match (&by_name, &s.id) {
+        (Probe::Absent, Some(id)) => seen.by_id.get(id).cloned().flatten(),
+        _ => None,
+    };
+    Some(Observation { by_name, by_id })
 }
 
 /// `Table public.orders` / `Schema public`: how Events and conditions name a registration.
@@ -166,13 +154,13 @@ pub fn registrations_condition(states: &[RegistrationStatus]) -> Desired {
     let stale = with(RegistrationState::Stale);
     let renamed = with(RegistrationState::Renamed);
     let pending = with(RegistrationState::Pending);
-    let c = |status, reason: &str, message: String| {
-        Desired::new("RegistrationsCurrent", status, reason, message)
+    let c = |status, reason: Reason, message: String| {
+        Desired::new(ConditionType::RegistrationsCurrent, status, reason, message)
     };
     if !removed.is_empty() {
         c(
             Status::False,
-            "RemovedEntriesInSpec",
+            Reason::REMOVED_ENTRIES_IN_SPEC,
             format!(
                 "{} removed by the reconcile policy: {}; delete these entries from spec.registrations (semops never edits spec)",
                 removed.len(),
@@ -182,7 +170,7 @@ pub fn registrations_condition(states: &[RegistrationStatus]) -> Desired {
     } else if !stale.is_empty() {
         c(
             Status::False,
-            "StaleRegistrations",
+            Reason::STALE_REGISTRATIONS,
             format!(
                 "{} registration(s) name objects that no longer exist: {}; recreate the objects or delete the entries",
                 stale.len(),
@@ -192,7 +180,7 @@ pub fn registrations_condition(states: &[RegistrationStatus]) -> Desired {
     } else if !renamed.is_empty() {
         c(
             Status::False,
-            "Renamed",
+            Reason::RENAMED,
             format!(
                 "{} registered object(s) were renamed: {}; update the names in spec.registrations",
                 renamed.len(),
@@ -202,7 +190,7 @@ pub fn registrations_condition(states: &[RegistrationStatus]) -> Desired {
     } else if !pending.is_empty() {
         c(
             Status::Unknown,
-            "NotChecked",
+            Reason::NOT_CHECKED,
             format!(
                 "{} registration(s) not checked yet: {}",
                 pending.len(),
@@ -212,7 +200,7 @@ pub fn registrations_condition(states: &[RegistrationStatus]) -> Desired {
     } else {
         c(
             Status::True,
-            "AllLive",
+            Reason::ALL_LIVE,
             format!("all {} registration(s) exist", states.len()),
         )
     }
@@ -296,7 +284,7 @@ pub fn report(catalog: &str, states: &[RegistrationStatus], unreachable: bool) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::ObjectType;
+    use crate::catalog::{Found, ObjectType};
 
     fn reg(kind: RegistrationKind, schema: Option<&str>, name: &str) -> Registration {
         Registration {
@@ -388,9 +376,9 @@ mod tests {
             object_type: ObjectType::Table,
         };
         o.by_id.insert("old".into(), Some(moved.clone()));
-        let obs = o.of_registration(&spec[1], &s[1]).unwrap();
+        let obs = observation_of(&o, &spec[1], &s[1]).unwrap();
         assert_eq!(obs.by_id, Some(moved));
-        assert_eq!(o.of_registration(&spec[0], &s[0]), None, "not probed");
+        assert_eq!(observation_of(&o, &spec[0], &s[0]), None, "not probed");
     }
 
     #[test]

@@ -31,6 +31,19 @@ pub enum Transition {
     Reappeared { index: usize },
 }
 
+impl Transition {
+    /// The position of the registration (in the round's checked list) it is about.
+    pub fn index(&self) -> usize {
+        match self {
+            Transition::BecameStale { index }
+            | Transition::Renamed { index, .. }
+            | Transition::Replaced { index }
+            | Transition::Removed { index }
+            | Transition::Reappeared { index } => *index,
+        }
+    }
+}
+
 /// Outcome of classifying one round.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RoundOutcome {

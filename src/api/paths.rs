@@ -1,0 +1,96 @@
+//! The read API's paths: one table of constants shared by the router, the OpenAPI document and
+//! the CLI (which fills them in with [`fill`]), so a client URL can never drift from a route.
+
+pub const SOURCE_DATASETS: &str =
+    "/api/metalakes/{ns}/objects/{object_type}/{full_name}/semantic-model-datasets";
+pub const SOURCE_DATASETS_BY_PARTS: &str =
+    "/api/metalakes/{ns}/objects/{object_type}/semantic-model-datasets";
+pub const SCHEMA_METRICS: &str =
+    "/api/metalakes/{ns}/catalogs/{catalog}/schemas/{schema}/semantic-model-metrics";
+pub const MODELS: &str = "/api/metalakes/{ns}/catalogs/{catalog}/schemas/{schema}/semantic-models";
+pub const MODEL: &str =
+    "/api/metalakes/{ns}/catalogs/{catalog}/schemas/{schema}/semantic-models/{name}";
+
+pub const STALE_SCHEMAS: &str = "/api/metalakes/{ns}/catalogs/{catalog}/stale-schemas";
+pub const STALE_ENTITIES: &str = "/api/metalakes/{ns}/catalogs/{catalog}/stale-entities";
+pub const RECONCILE: &str = "/api/metalakes/{ns}/catalogs/{catalog}/reconcile";
+pub const REGISTRATIONS: &str = "/api/metalakes/{ns}/catalogs/{catalog}/registrations";
+
+pub const MODEL_LINEAGE: &str =
+    "/api/metalakes/{ns}/catalogs/{catalog}/schemas/{schema}/semantic-models/{name}/lineage";
+pub const SOURCE_LINEAGE: &str = "/api/metalakes/{ns}/objects/{object_type}/{full_name}/lineage";
+pub const SOURCE_LINEAGE_BY_PARTS: &str = "/api/metalakes/{ns}/objects/{object_type}/lineage";
+
+/// A route path with each `{name}` replaced by the percent-encoded value given for it.
+///
+/// Panics when a placeholder has no value: every caller passes a fixed route constant, so a
+/// miss is a programming error caught by the tests.
+pub fn fill(route: &str, values: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(route.len() + 32);
+    let mut rest = route;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let close = rest[open..].find('}').expect("placeholders are closed") + open;
+        let name = &rest[open + 1..close];
+        let value = values
+            .iter()
+            .find(|(n, _)| *n == name)
+            .unwrap_or_else(|| panic!("no value for {{{name}}} in {route}"))
+            .1;
+        out.push_str(&encode_segment(value));
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Percent-encodes one path segment (everything but RFC 3986 unreserved characters).
+pub fn encode_segment(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filled_paths_encode_each_value_as_one_segment() {
+        assert_eq!(
+            fill(
+                SOURCE_DATASETS,
+                &[
+                    ("ns", "example"),
+                    ("object_type", "table"),
+                    ("full_name", "hr.`a/b c`.employees")
+                ]
+            ),
+            "/api/metalakes/example/objects/table/hr.%60a%2Fb%20c%60.employees/semantic-model-datasets"
+        );
+        assert_eq!(
+            fill(
+                MODEL,
+                &[
+                    ("ns", "n"),
+                    ("catalog", "c"),
+                    ("schema", "s"),
+                    ("name", "ü")
+                ]
+            ),
+            "/api/metalakes/n/catalogs/c/schemas/s/semantic-models/%C3%BC"
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "no value for {catalog}")]
+    fn a_missing_value_is_a_programming_error() {
+        fill(REGISTRATIONS, &[("ns", "n")]);
+    }
+}

@@ -1,0 +1,205 @@
+//! Stale-registration rounds (DESIGN 5.4), the I/O half, in rooms by job: `round` runs one
+//! round (plan → observe → classify → status → commit → announce), `visit` probes model-bound
+//! sources and feeds drift to the models, `announce` publishes Events, metrics and the summary
+//! line. This file keeps the bookkeeping they share: the global bound on rounds, one round per
+//! catalog at a time, the drift feed and the source-visit schedule.
+//!
+//! Never delete on doubt: any infrastructure failure anywhere in the round leaves every state as
+//! it was and removes nothing. A removal is a state in status, so it happens exactly when that
+//! one status write commits; Events are published only after it did.
+
+mod announce;
+mod round;
+mod visit;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kube::ResourceExt;
+use tokio::sync::Semaphore;
+
+use super::writer::Announce;
+use super::{Context, Error};
+use crate::catalog::ProbeTarget;
+use crate::catalog::observe::Observations;
+use crate::catalog::registry::registry_key;
+use crate::crd::Catalog;
+use crate::crd::catalog::CheckResult;
+use crate::crd::conditions::{ConditionType, Desired};
+use crate::policy::schedule::{Trigger, first_visit, jittered};
+use crate::reconcile::Act;
+use crate::reconcile::plan::StaleReport;
+
+pub use visit::visit_sources;
+
+/// Reachable flips (from rounds and connection checks alike) become Events: Normal when the
+/// catalog answers again, Warning when it stops.
+pub const REACHABLE_FLIPS: Announce = Announce {
+    condition: ConditionType::Reachable,
+    action: "CheckConnection",
+    when_true: true,
+};
+
+/// What the last round (or source visit) learned about a catalog, for the models bound to it.
+#[derive(Clone, Debug)]
+pub struct SourceFeed {
+    pub at: Instant,
+    /// `Err(message)` when the catalog could not answer.
+    pub seen: Result<Arc<Observations>, String>,
+}
+
+/// Round bookkeeping shared by the controller and the read API.
+pub struct Checks {
+    /// Global bound on concurrent rounds (DESIGN 5.3).
+    slots: Semaphore,
+    /// One round per catalog at a time (periodic, annotation and API rounds serialize).
+    catalog_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    feeds: Mutex<HashMap<String, SourceFeed>>,
+    /// Next source-only visit per catalog while periodic checks are off (in memory: a restart
+    /// draws a fresh first visit, so it never causes a storm).
+    source_visits: Mutex<HashMap<String, Instant>>,
+    /// Catalogs known to have model-bound sources in this process.
+    bound: Mutex<HashSet<String>>,
+}
+
+impl Checks {
+    pub fn new(max_rounds: usize) -> Self {
+        Self {
+            slots: Semaphore::new(max_rounds.max(1)),
+            catalog_locks: Mutex::default(),
+            feeds: Mutex::default(),
+            source_visits: Mutex::default(),
+            bound: Mutex::default(),
+        }
+    }
+
+    fn lock_for(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+        self.catalog_locks
+            .lock()
+            .expect("lock map poisoned")
+            .entry(key.to_string())
+            .or_default()
+            .clone()
+    }
+
+    pub fn feed(&self, key: &str) -> Option<SourceFeed> {
+        self.feeds
+            .lock()
+            .expect("feed map poisoned")
+            .get(key)
+            .cloned()
+    }
+
+    fn set_feed(&self, key: &str, seen: Result<Arc<Observations>, String>) {
+        self.feeds.lock().expect("feed map poisoned").insert(
+            key.to_string(),
+            SourceFeed {
+                at: Instant::now(),
+                seen,
+            },
+        );
+    }
+
+    /// Forgets a deleted catalog.
+    pub fn forget(&self, key: &str) {
+        self.feeds.lock().expect("feed map poisoned").remove(key);
+        self.source_visits
+            .lock()
+            .expect("visit map poisoned")
+            .remove(key);
+        self.catalog_locks
+            .lock()
+            .expect("lock map poisoned")
+            .remove(key);
+    }
+
+    /// Whether a source-only visit is due; the first call draws a uniform first visit.
+    pub fn source_visit_due(&self, key: &str, interval: Duration) -> Option<Duration> {
+        let mut map = self.source_visits.lock().expect("visit map poisoned");
+        let now = Instant::now();
+        let at = *map
+            .entry(key.to_string())
+            .or_insert_with(|| now + first_visit(interval, rand::random()));
+        if at <= now {
+            map.insert(
+                key.to_string(),
+                now + jittered(interval, 0.2, rand::random()),
+            );
+            None
+        } else {
+            Some(at - now)
+        }
+    }
+
+    /// Notes that a model binds sources of catalog `key`; true the first time in this process
+    /// (the catalog then needs one reconcile to start its source visits).
+    pub fn note_bound(&self, key: &str) -> bool {
+        self.bound
+            .lock()
+            .expect("bound set poisoned")
+            .insert(key.to_string())
+    }
+
+    pub fn is_bound(&self, key: &str) -> bool {
+        self.bound.lock().expect("bound set poisoned").contains(key)
+    }
+
+    pub fn next_source_visit(&self, key: &str) -> Option<Duration> {
+        let map = self.source_visits.lock().expect("visit map poisoned");
+        map.get(key)
+            .map(|at| at.saturating_duration_since(Instant::now()))
+    }
+}
+
+/// What a round did.
+#[derive(Clone, Debug)]
+pub struct RoundReport {
+    pub report: StaleReport,
+    pub result: CheckResult,
+    /// The `nextCheckAt` recorded (Record rounds).
+    pub next_check_at: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    /// What the round says about reachability.
+    pub reachable: Desired,
+}
+
+/// Distinct `(target, id)` of the sources bound by accepted models to `catalog`.
+pub fn bound_sources(ctx: &Context, ns: &str, catalog: &str) -> Vec<(ProbeTarget, String)> {
+    let mut v: Vec<(ProbeTarget, String)> = ctx
+        .stores
+        .models_in(ns)
+        .iter()
+        .flat_map(|m| m.status.iter().flat_map(|s| &s.source_associations))
+        .filter(|a| a.source.catalog == catalog)
+        .map(|a| (crate::model::drift::target_of(a), a.id.clone()))
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// Runs one round of `cat` now, after the catalog's lock and a global slot. `Act::Record` needs
+/// leadership (the status writer refuses otherwise); `Act::DryRun` works on any replica and
+/// writes nothing.
+pub async fn run_round(
+    ctx: &Context,
+    cat: &Catalog,
+    trigger: Trigger,
+    act: Act,
+) -> Result<RoundReport, Error> {
+    let lock = ctx.checks.lock_for(&registry_key(cat));
+    let _one_per_catalog = lock.lock().await;
+    let _permit = ctx.checks.slots.acquire().await.expect("never closed");
+    // A round that waited for another round of this catalog works on the newest cached copy
+    // (the other one's status write), so its own write is not refused as stale.
+    let cached = ctx
+        .stores
+        .catalogs
+        .get(&kube::runtime::reflector::ObjectRef::from_obj(cat));
+    let cat = cached.as_deref().unwrap_or(cat);
+    ctx.metrics.checks.rounds_in_flight.inc();
+    let span = tracing::info_span!("round", catalog = %cat.name_any(), %trigger, ?act);
+    let result = tracing::Instrument::instrument(round::run(ctx, cat, trigger, act), span).await;
+    ctx.metrics.checks.rounds_in_flight.dec();
+    result
+}

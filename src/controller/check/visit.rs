@@ -1,0 +1,87 @@
+//! Asking a catalog (the `observe` step of rounds and source visits) and the drift feed: what a
+//! catalog answered for its model-bound sources is kept for the models, which are requeued.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
+
+use crate::catalog::observe::{Observations, Target, observe};
+use crate::catalog::registry::{provider_from, registry_key};
+use crate::controller::{Context, Error};
+use crate::crd::Catalog;
+use crate::crd::conditions::{Desired, Reason};
+use crate::policy::settings::ProbeLimits;
+use crate::reconcile::plan;
+use crate::reconcile::status::{connected, unreachable};
+
+/// The observation of one catalog: `Err((category, message))` on any infrastructure failure.
+pub(super) async fn observe_catalog(
+    ctx: &Context,
+    cat: &Catalog,
+    targets: &[Target],
+    limits: ProbeLimits,
+) -> Result<Result<Observations, (Reason, String)>, Error> {
+    let (provider, endpoint) = match provider_from(&ctx.client, &ctx.providers, cat).await? {
+        Ok(p) => p,
+        Err(no) => return Ok(Err((no.reason, no.message))),
+    };
+    let metrics = &ctx.metrics.checks;
+    let on_probe = |d: Duration| {
+        metrics.probes.inc();
+        metrics.probe_latency.observe(d.as_secs_f64());
+    };
+    Ok(observe(provider.as_ref(), targets, limits, &on_probe)
+        .await
+        .map_err(|e| (e.category(), format!("{endpoint}: {e}"))))
+}
+
+/// A source-only visit (periodic checks off): probes the model-bound sources and feeds drift.
+/// Changes no Catalog state. Returns the connection verdict it saw.
+pub async fn visit_sources(ctx: &Context, cat: &Catalog) -> Result<Desired, Error> {
+    let ns = cat.namespace().unwrap_or_default();
+    let sources = super::bound_sources(ctx, &ns, &cat.name_any());
+    let targets = plan::plan(&[], &[], &[], &sources).targets;
+    let _permit = ctx.checks.slots.acquire().await.expect("never closed");
+    let seen = observe_catalog(ctx, cat, &targets, ProbeLimits::default()).await?;
+    tracing::debug!(
+        sources = targets.len(),
+        answered = seen.is_ok(),
+        "source visit"
+    );
+    Ok(feed_models(ctx, cat, seen.map(Arc::new)))
+}
+
+/// Stores what a catalog answered for its bound sources, requeues the models using it, and
+/// returns the connection verdict the answer implies.
+pub(super) fn feed_models(
+    ctx: &Context,
+    cat: &Catalog,
+    seen: Result<Arc<Observations>, (Reason, String)>,
+) -> Desired {
+    let verdict = match &seen {
+        Ok(_) => connected(cat),
+        Err((reason, message)) => unreachable(reason.clone(), message.clone()),
+    };
+    ctx.checks.set_feed(
+        &registry_key(cat),
+        seen.map_err(|(reason, message)| format!("{reason}: {message}")),
+    );
+    if let Some(t) = &ctx.triggers {
+        let name = cat.name_any();
+        t.requeue_models(
+            ctx.stores
+                .models_in(&cat.namespace().unwrap_or_default())
+                .iter()
+                .filter(|m| {
+                    m.status
+                        .iter()
+                        .flat_map(|s| &s.source_associations)
+                        .any(|a| a.source.catalog == name)
+                })
+                .map(|m| ObjectRef::from_obj(m.as_ref())),
+        );
+    }
+    verdict
+}

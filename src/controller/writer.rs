@@ -1,0 +1,114 @@
+//! The one status writer: skips equal statuses, refuses to write without leadership, sends a
+//! full-status PUT preconditioned on the resourceVersion that was read, and — once the write
+//! committed — announces a flip of the condition the caller watches as an Event.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::api::PostParams;
+use kube::{Api, Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::events::{Reporter, Severity};
+use super::{Context, Error};
+use crate::crd::conditions::{self, ConditionType, Reason};
+use crate::crd::{
+    Catalog, CatalogStatus, ReconcilePolicy, ReconcilePolicyStatus, SemanticModel,
+    SemanticModelStatus,
+};
+
+/// A kind with a status subresource and conditions.
+pub trait HasStatus:
+    Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+    + Clone
+    + Serialize
+    + DeserializeOwned
+    + std::fmt::Debug
+{
+    type Status: PartialEq + Clone + std::fmt::Debug;
+    fn status(&self) -> Option<&Self::Status>;
+    fn set_status(&mut self, status: Self::Status);
+    fn conditions_of(status: &Self::Status) -> &[Condition];
+}
+
+macro_rules! has_status {
+    ($kind:ty, $status:ty) => {
+        impl HasStatus for $kind {
+            type Status = $status;
+            fn status(&self) -> Option<&$status> {
+                self.status.as_ref()
+            }
+            fn set_status(&mut self, status: $status) {
+                self.status = Some(status);
+            }
+            fn conditions_of(status: &$status) -> &[Condition] {
+                &status.conditions
+            }
+        }
+    };
+}
+has_status!(SemanticModel, SemanticModelStatus);
+has_status!(Catalog, CatalogStatus);
+has_status!(ReconcilePolicy, ReconcilePolicyStatus);
+
+/// Which condition's flips (status or reason) become an Event after the write commits.
+#[derive(Clone, Copy, Debug)]
+pub struct Announce {
+    pub condition: ConditionType,
+    /// The Event's action, e.g. `Validate`, `CheckConnection`.
+    pub action: &'static str,
+    /// Whether a flip to True is announced too (a model announces acceptance separately).
+    pub when_true: bool,
+}
+
+/// Writes `desired` unless it equals the current status; returns whether a request was sent.
+/// With `announce`, a committed flip of that condition is published as an Event (Normal when
+/// it now holds, Warning otherwise), reported by the controller.
+pub async fn commit<K: HasStatus>(
+    ctx: &Context,
+    controller: &str,
+    obj: &K,
+    desired: K::Status,
+    announce: Option<Announce>,
+) -> Result<bool, Error> {
+    if obj.status() == Some(&desired) {
+        return Ok(false);
+    }
+    if !ctx.leader.is_leading() {
+        return Err(Error::NotLeader);
+    }
+    let flip = announce.and_then(|a| {
+        let before = obj
+            .status()
+            .and_then(|s| conditions::find(K::conditions_of(s), a.condition));
+        let after = conditions::find(K::conditions_of(&desired), a.condition)?;
+        (conditions::flipped(before, after) && (a.when_true || after.status != "True"))
+            .then(|| (a.action, after.clone()))
+    });
+    let ns = obj.namespace().ok_or(Error::MissingNamespace)?;
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
+    let mut next = obj.clone();
+    next.set_status(desired);
+    // The cache strips managedFields; an empty list in a PUT would reset them on the server.
+    next.meta_mut().managed_fields = None;
+    let params = PostParams {
+        field_manager: Some("semops".into()),
+        ..Default::default()
+    };
+    match api.replace_status(&obj.name_any(), &params, &next).await {
+        Ok(_) => ctx.metrics.observe_status_write(controller),
+        Err(kube::Error::Api(s)) if s.code == 409 => return Err(Error::Conflict),
+        Err(e) => return Err(Error::Kube(e)),
+    }
+    if let Some((action, after)) = flip {
+        ctx.publish(
+            Reporter::Controller,
+            obj,
+            Severity::of(after.status == "True"),
+            &Reason::kept(&after.reason),
+            action,
+            after.message,
+        )
+        .await;
+    }
+    Ok(true)
+}

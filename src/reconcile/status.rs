@@ -1,0 +1,370 @@
+//! The desired Catalog status, from plain values: effective policy, reachability verdict, the
+//! registration states and `RegistrationsCurrent`. The Catalog controller and check rounds both
+//! build their one status write here, so alternating between them writes nothing new.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::plan;
+use crate::crd::catalog::{EffectivePolicy, Provider, RegistrationState, RegistrationStatus};
+use crate::crd::conditions::{self, ConditionType, Desired, Reason, Status};
+use crate::crd::{Catalog, CatalogStatus, ReconcilePolicy};
+use crate::policy::views::{catalog_view, policy_views};
+use crate::policy::{OperatorDefaults, effective_policy};
+
+/// Condition types the Catalog controller owns; others' conditions are kept as they are.
+const OWNED: [ConditionType; 3] = [
+    ConditionType::Ready,
+    ConditionType::Reachable,
+    ConditionType::RegistrationsCurrent,
+];
+
+/// Paths of registrations that repeat an earlier (kind, schema, name).
+fn duplicate_registrations(cat: &Catalog) -> Vec<String> {
+    let mut first_seen = HashMap::new();
+    let mut dups = Vec::new();
+    for (i, r) in cat.spec.registrations.iter().enumerate() {
+        let key = (r.kind, r.schema.as_deref(), r.name.as_str());
+        match first_seen.get(&key) {
+            Some(first) => dups.push(format!(
+                "spec.registrations[{i}] repeats spec.registrations[{first}]"
+            )),
+            None => {
+                first_seen.insert(key, i);
+            }
+        }
+    }
+    dups
+}
+
+/// The whole status the Catalog controller wants. `reachable` is the verdict of the connection
+/// check, a round or a source visit, made by the caller (I/O stays out of here).
+pub fn desired_status(
+    cat: &Catalog,
+    policies: &[Arc<ReconcilePolicy>],
+    defaults: &OperatorDefaults,
+    reachable: Desired,
+    now: &Time,
+) -> CatalogStatus {
+    let previous = cat.status.clone().unwrap_or_default();
+    let generation = cat.metadata.generation;
+    let resolution = effective_policy(&catalog_view(cat), &policy_views(policies), defaults);
+    let dups = duplicate_registrations(cat);
+    let ready = if let Some(missing) = &resolution.missing_reference {
+        Desired::new(
+            ConditionType::Ready,
+            Status::False,
+            Reason::RECONCILE_POLICY_NOT_FOUND,
+            format!(
+                "spec.reconcilePolicyRef names ReconcilePolicy {missing:?}, which does not exist in this namespace; periodic checks are off until it exists or the reference is removed"
+            ),
+        )
+    } else if !dups.is_empty() {
+        Desired::new(
+            ConditionType::Ready,
+            Status::False,
+            Reason::DUPLICATE_REGISTRATION,
+            format!("{}; remove the repeated entries", dups.join("; ")),
+        )
+    } else if reachable.status == Status::False {
+        reachable.as_type(ConditionType::Ready)
+    } else {
+        Desired::new(
+            ConditionType::Ready,
+            Status::True,
+            Reason::CONFIGURED,
+            format!("effective policy: {}", describe(&resolution.effective)),
+        )
+    };
+    let mut conds = conditions::merge(
+        &previous.conditions,
+        vec![ready, reachable],
+        generation,
+        now,
+    );
+    conds.extend(conditions::foreign(&previous.conditions, &OWNED));
+    let managed = cat.spec.provider == Provider::Managed;
+    if managed {
+        conds.extend(conditions::merge(
+            &previous.conditions,
+            vec![Desired::new(
+                ConditionType::RegistrationsCurrent,
+                Status::True,
+                Reason::MANAGED,
+                "a managed catalog's registrations are its own and never probed",
+            )],
+            generation,
+            now,
+        ));
+    } else {
+        // Keep the previous RegistrationsCurrent for `with_states` to merge against.
+        conds.extend(
+            conditions::find(&previous.conditions, ConditionType::RegistrationsCurrent).cloned(),
+        );
+    }
+    let base = CatalogStatus {
+        observed_generation: generation,
+        conditions: conds,
+        effective_policy: Some(resolution.effective),
+        registration_count: Some(cat.spec.registrations.len() as i64),
+        ..previous.clone()
+    };
+    if managed {
+        return CatalogStatus {
+            registrations: vec![],
+            stale_count: None,
+            ..base
+        };
+    }
+    // Spec edits show at once: new entries are Pending, deleted ones leave status.
+    let states = plan::align(&cat.spec.registrations, &previous.registrations);
+    with_states(base, states, generation, now)
+}
+
+/// The registration part of a Catalog status: states, the stale count and
+/// `RegistrationsCurrent`.
+pub fn with_states(
+    base: CatalogStatus,
+    states: Vec<RegistrationStatus>,
+    generation: Option<i64>,
+    now: &Time,
+) -> CatalogStatus {
+    let current = plan::registrations_condition(&states);
+    let mut conds = conditions::foreign(&base.conditions, &[ConditionType::RegistrationsCurrent]);
+    conds.extend(conditions::merge(
+        &base.conditions,
+        vec![current],
+        generation,
+        now,
+    ));
+    CatalogStatus {
+        stale_count: Some(
+            states
+                .iter()
+                .filter(|s| s.state == RegistrationState::Stale)
+                .count() as i64,
+        ),
+        registrations: states,
+        conditions: conds,
+        ..base
+    }
+}
+
+/// The status of a Catalog being deleted while it still hosts models: Ready=False naming them,
+/// everything else as it was.
+pub fn deleting(cat: &Catalog, hosted: &[String], now: &Time) -> CatalogStatus {
+    let previous = cat.status.clone().unwrap_or_default();
+    let message = format!(
+        "deletion waits until the SemanticModels hosted here are deleted: {}",
+        hosted.join(", ")
+    );
+    let mut conds = conditions::merge(
+        &previous.conditions,
+        vec![Desired::new(
+            ConditionType::Ready,
+            Status::False,
+            Reason::DELETING,
+            message,
+        )],
+        cat.metadata.generation,
+        now,
+    );
+    conds.extend(conditions::foreign(
+        &previous.conditions,
+        &[ConditionType::Ready],
+    ));
+    CatalogStatus {
+        conditions: conds,
+        ..previous
+    }
+}
+
+fn describe(p: &EffectivePolicy) -> String {
+    let name = p.name.as_deref().unwrap_or("operator defaults");
+    format!(
+        "{name} ({:?}, every {}, {})",
+        p.mode,
+        p.interval,
+        if p.enabled { "enabled" } else { "disabled" }
+    )
+}
+
+/// The `Reachable=True` verdict; one text for connection checks, rounds and source visits, so
+/// alternating between them writes nothing.
+pub fn connected(cat: &Catalog) -> Desired {
+    let endpoint = cat
+        .spec
+        .connection
+        .as_ref()
+        .map(|c| format!("{}:{}", c.host, c.port))
+        .unwrap_or_default();
+    Desired::new(
+        ConditionType::Reachable,
+        Status::True,
+        Reason::CONNECTED,
+        format!("connected to {endpoint}"),
+    )
+}
+
+/// The `Reachable` verdict of a managed catalog.
+pub fn managed_reachable() -> Desired {
+    Desired::new(
+        ConditionType::Reachable,
+        Status::True,
+        Reason::MANAGED,
+        "managed catalogs have no external system to reach",
+    )
+}
+
+/// A `Reachable=False` verdict with a failure category and a message without secrets.
+pub fn unreachable(reason: Reason, message: impl Into<String>) -> Desired {
+    Desired::new(ConditionType::Reachable, Status::False, reason, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::CatalogSpec;
+    use crate::crd::catalog::PolicySource;
+
+    fn catalog(yaml: &str) -> Catalog {
+        let spec: CatalogSpec = serde_yaml::from_str(yaml).unwrap();
+        let mut c = Catalog::new("hr", spec);
+        c.metadata.namespace = Some("ns".into());
+        c.metadata.generation = Some(4);
+        c
+    }
+
+    fn now() -> Time {
+        Time(k8s_openapi::jiff::Timestamp::from_second(1000).unwrap())
+    }
+
+    fn ready_reason(s: &CatalogStatus) -> String {
+        conditions::find(&s.conditions, ConditionType::Ready)
+            .unwrap()
+            .reason
+            .clone()
+    }
+
+    #[test]
+    fn a_catalog_without_policies_shows_the_operator_defaults() {
+        let c = catalog("provider: managed\nregistrations: [{kind: Schema, name: semantic}]");
+        let s = desired_status(
+            &c,
+            &[],
+            &OperatorDefaults::default(),
+            managed_reachable(),
+            &now(),
+        );
+        let p = s.effective_policy.unwrap();
+        assert_eq!(
+            (p.source, p.enabled),
+            (PolicySource::OperatorDefault, false)
+        );
+        assert!(conditions::is_true(&s.conditions, ConditionType::Ready));
+        assert_eq!(s.registration_count, Some(1));
+    }
+
+    #[test]
+    fn repeated_registrations_are_named_by_path() {
+        let c = catalog(
+            "provider: managed\nregistrations: [{kind: Schema, name: a}, {kind: Schema, name: b}, {kind: Schema, name: a}, {kind: Schema, name: a}]",
+        );
+        let s = desired_status(
+            &c,
+            &[],
+            &OperatorDefaults::default(),
+            managed_reachable(),
+            &now(),
+        );
+        let ready = conditions::find(&s.conditions, ConditionType::Ready).unwrap();
+        assert_eq!(ready.reason, "DuplicateRegistration");
+        assert!(
+            ready
+                .message
+                .contains("spec.registrations[2] repeats spec.registrations[0]")
+                && ready
+                    .message
+                    .contains("spec.registrations[3] repeats spec.registrations[0]"),
+            "{}",
+            ready.message
+        );
+    }
+
+    #[test]
+    fn a_missing_referenced_policy_is_reported() {
+        let c = catalog("provider: managed\nreconcilePolicyRef: {name: strict}");
+        let s = desired_status(
+            &c,
+            &[],
+            &OperatorDefaults::default(),
+            managed_reachable(),
+            &now(),
+        );
+        assert_eq!(ready_reason(&s), "ReconcilePolicyNotFound");
+        assert!(!s.effective_policy.unwrap().enabled);
+    }
+
+    #[test]
+    fn conditions_owned_by_other_writers_are_kept() {
+        let mut c = catalog("provider: managed");
+        let foreign = vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+            type_: "Audited".into(),
+            status: "True".into(),
+            reason: "ByPlatformTeam".into(),
+            message: String::new(),
+            observed_generation: Some(4),
+            last_transition_time: now(),
+        }];
+        c.status = Some(CatalogStatus {
+            conditions: foreign.clone(),
+            ..Default::default()
+        });
+        let s = desired_status(
+            &c,
+            &[],
+            &OperatorDefaults::default(),
+            managed_reachable(),
+            &now(),
+        );
+        assert!(s.conditions.contains(&foreign[0]));
+        let deleting = deleting(&c, &["m".into()], &now());
+        assert!(deleting.conditions.contains(&foreign[0]));
+        assert_eq!(ready_reason(&deleting), "Deleting");
+    }
+
+    #[test]
+    fn an_unreachable_catalog_is_not_ready_with_the_failure_category() {
+        let c = catalog("provider: managed");
+        let verdict = unreachable(Reason::AUTH_FAILED, "db:5432: authentication failed");
+        let s = desired_status(&c, &[], &OperatorDefaults::default(), verdict, &now());
+        let ready = conditions::find(&s.conditions, ConditionType::Ready).unwrap();
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("False", "AuthFailed")
+        );
+        assert_eq!(
+            conditions::find(&s.conditions, ConditionType::Reachable)
+                .unwrap()
+                .reason,
+            "AuthFailed"
+        );
+    }
+
+    #[test]
+    fn the_same_inputs_later_reproduce_the_status_exactly() {
+        let mut c = catalog(
+            "provider: postgresql\nconnection: {host: h, port: 1, credentialsSecretRef: {name: s}}\nregistrations: [{kind: Schema, name: a}]",
+        );
+        let first = desired_status(&c, &[], &OperatorDefaults::default(), connected(&c), &now());
+        c.status = Some(first.clone());
+        let later = Time(k8s_openapi::jiff::Timestamp::from_second(99_999).unwrap());
+        assert_eq!(
+            desired_status(&c, &[], &OperatorDefaults::default(), connected(&c), &later),
+            first,
+            "equal status means no write"
+        );
+    }
+}
