@@ -82,7 +82,10 @@ fn converged(models: &[SemanticModel]) -> bool {
     models.iter().all(|m| {
         m.status.as_ref().is_some_and(|s| {
             s.accepted_generation == m.metadata.generation
-                && semops::crd::conditions::is_true(&s.conditions, "Ready")
+                && semops::crd::conditions::is_true(
+                    &s.conditions,
+                    semops::crd::conditions::ConditionType::Ready,
+                )
                 && s.metrics.len() == m.spec.definition.metrics.as_ref().map_or(0, Vec::len)
         })
     })
@@ -390,38 +393,77 @@ fn api_server_restart_and_watch_expiry() {
     assert!(restart.success());
     let resumed = Instant::now();
     sig(op.pid(), "CONT");
-    let deleted: Vec<String> = (0..25).map(|i| format!("model_{i}")).collect();
-    let lookup_serves_deleted = |k: usize| {
-        let (_, body) = support::checks::request(
+    // The figure comes from what the operator serves (its read API, fed by its caches and
+    // index), compared with what must exist: models 25..150, at their latest definition.
+    let expected: HashSet<String> = (25..150).map(|i| format!("model_{i}")).collect();
+    let served = || -> Option<HashSet<String>> {
+        let (code, body) = support::checks::request(
             op.api_port,
             "GET",
             &format!(
-                "/api/metalakes/{}/objects/table/hr.drill.t{k}/semantic-model-datasets",
+                "/api/metalakes/{}/catalogs/analytics/schemas/semantic/semantic-models",
                 ns.name
             ),
             None,
             None,
         );
-        deleted.iter().any(|d| body.contains(&format!("\"{d}\"")))
+        let v: Value = serde_json::from_str(&body).ok()?;
+        (code == 200).then(|| {
+            v["identifiers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|i| i["name"].as_str().map(str::to_string))
+                .collect()
+        })
     };
-    let result = eventually(Duration::from_secs(300), "convergence after relist", || {
-        let items = list();
-        let present = items.len();
-        let ok = present == 125 && converged(&items) && !(0..50).any(lookup_serves_deleted);
-        ok.then_some(present)
-    });
+    let edited_metrics_served = || -> usize {
+        let (_, body) = support::checks::request(
+            op.api_port,
+            "GET",
+            &format!(
+                "/api/metalakes/{}/catalogs/analytics/schemas/semantic/semantic-model-metrics",
+                ns.name
+            ),
+            None,
+            None,
+        );
+        body.matches("\"name\":\"m1\"").count()
+    };
+    let mut converged_after = None;
+    while resumed.elapsed() < Duration::from_secs(180) {
+        if served().as_ref() == Some(&expected)
+            && edited_metrics_served() == 25
+            && converged(&list())
+        {
+            converged_after = Some(resumed.elapsed());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let got = served().unwrap_or_default();
+    let missing = expected.difference(&got).count();
+    let ghosts = got.difference(&expected).count();
+    let stale_definitions = 25 - edited_metrics_served().min(25);
     let relists = op.logs().matches("watch failed").count();
-    let missed = 125 - result;
     record(
         "relist",
         "operator frozen while 50 models were created, 25 deleted, 25 edited; etcd compacted past its watch; API server restarted",
-        &format!("objects missed after the relist: {missed}"),
         &format!(
-            "all converged and no deleted model served {:.1} s after resuming; {relists} watch errors logged before relisting",
-            resumed.elapsed().as_secs_f64()
+            "served by the operator: models missing {missing}, deleted models still served {ghosts}, edits not served {stale_definitions}"
+        ),
+        &format!(
+            "{}; {relists} watch errors logged before relisting",
+            match converged_after {
+                Some(t) => format!(
+                    "everything served correctly {:.1} s after resuming",
+                    t.as_secs_f64()
+                ),
+                None => "not converged within 180 s of resuming".into(),
+            }
         ),
     );
-    assert_eq!(missed, 0);
+    assert_eq!((missing, ghosts, stale_definitions), (0, 0, 0));
 }
 
 /// Catalog outages under AutoRemove: refused connections, a blackholed port, a bad password,
@@ -539,6 +581,10 @@ fn hostile_input_never_panics() {
         .map(|k| format!("{{name: d{k}, source: hr.drill.t{}}}", k % 50))
         .collect::<Vec<_>>()
         .join(", ");
+    // What each class must get: hostile input is refused (at admission, or Ready=False with a
+    // reason); legitimate-but-extreme input is accepted. Anything else is a wrong verdict.
+    const REFUSED: bool = false;
+    const ACCEPTED: bool = true;
     let classes: Vec<(&str, String)> = vec![
         (
             "near-limit definition (1,000 datasets)",
@@ -641,8 +687,20 @@ fn hostile_input_never_panics() {
             ),
         ),
     ];
+    let accepted_classes = [
+        "near-limit definition (1,000 datasets)",
+        "names differing only in case",
+    ];
+    let expected = |class: &str| {
+        if accepted_classes.contains(&class) {
+            ACCEPTED
+        } else {
+            REFUSED
+        }
+    };
     let mut outcomes = vec![];
     let mut unreported = vec![];
+    let mut wrong = vec![];
     for (class, yaml) in &classes {
         let out = env.apply(yaml);
         let name = yaml
@@ -654,6 +712,9 @@ fn hostile_input_never_panics() {
             .unwrap()
             .to_string();
         let outcome = if !out.status.success() {
+            if expected(class) == ACCEPTED {
+                wrong.push(format!("{class}: rejected at admission"));
+            }
             "rejected at admission".to_string()
         } else {
             // JSONPath, not the whole object: the test's own JSON parser has the same depth
@@ -670,7 +731,7 @@ fn hostile_input_never_panics() {
             let reported = loop {
                 let status = ready("status");
                 if !status.is_empty() {
-                    break Some(format!("Ready={status} {}", ready("reason")));
+                    break Some((status, ready("reason")));
                 }
                 if started.elapsed() > Duration::from_secs(60) {
                     break None;
@@ -678,7 +739,17 @@ fn hostile_input_never_panics() {
                 std::thread::sleep(Duration::from_millis(500));
             };
             match reported {
-                Some(r) => format!("status {r}"),
+                Some((status, reason)) => {
+                    let verdict = if status == "True" && reason == "Accepted" {
+                        ACCEPTED
+                    } else {
+                        REFUSED
+                    };
+                    if verdict != expected(class) || (status == "False" && reason.is_empty()) {
+                        wrong.push(format!("{class}: Ready={status} {reason}"));
+                    }
+                    format!("status Ready={status} {reason}")
+                }
                 None => {
                     unreported.push(class.to_string());
                     env.kubectl(&["delete", "sm", &name, "-n", n, "--wait=false"]);
@@ -719,8 +790,9 @@ fn hostile_input_never_panics() {
         "hostile",
         &format!("{} classes of hostile input", outcomes.len()),
         &format!(
-            "panics: {panics}; neither rejected nor reported: {}",
-            unreported.len()
+            "panics: {panics}; neither rejected nor reported: {}; wrong verdicts: {}",
+            unreported.len(),
+            wrong.len()
         ),
         &outcomes.join("; "),
     );
@@ -729,6 +801,7 @@ fn hostile_input_never_panics() {
         unreported.is_empty(),
         "not rejected and not reported: {unreported:?}"
     );
+    assert!(wrong.is_empty(), "wrong verdicts: {wrong:?}");
 }
 
 /// A canary password in a Catalog's Secret, through working and failing connections, rounds,

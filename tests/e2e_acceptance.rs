@@ -379,6 +379,7 @@ fn an_unreachable_catalog_leaves_acceptance_pending_and_the_accepted_revision_se
     let w = World::new("pending");
     w.apply("m", TWO_ON_ONE, &format!("[{}]", metric("a", "1")), "");
     let accepted = w.accepted("m", 1);
+    let (refused, _held) = support::refused_port();
     env().kubectl_ok(&[
         "patch",
         "cat/hr",
@@ -386,10 +387,7 @@ fn an_unreachable_catalog_leaves_acceptance_pending_and_the_accepted_revision_se
         w.ns(),
         "--type=merge",
         "-p",
-        &format!(
-            "{{\"spec\":{{\"connection\":{{\"port\":{}}}}}}}",
-            support::free_port()
-        ),
+        &format!("{{\"spec\":{{\"connection\":{{\"port\":{refused}}}}}}}"),
     ]);
     w.apply(
         "m",
@@ -409,50 +407,137 @@ fn an_unreachable_catalog_leaves_acceptance_pending_and_the_accepted_revision_se
     );
 }
 
-#[test]
-fn a_crash_between_revision_and_commit_is_recovered_without_duplicates() {
+/// The catalogs and the employee model of the examples in a fresh namespace, and an operator
+/// armed to die between the revision write and the status commit, run until it did.
+fn crashed_after_revision(prefix: &str) -> support::Namespace {
     let env = env();
-    let ns = env.namespace("crash");
-    let ns = ns.name.as_str();
-    let catalogs: String = examples_in(ns)
-        .split("\n---\n")
-        .filter(|d| !d.contains("kind: SemanticModel"))
-        .collect::<Vec<_>>()
-        .join("\n---\n");
-    env.apply_ok(&catalogs);
-    env.apply_ok(
-        examples_in(ns)
-            .split("\n---\n")
-            .find(|d| d.contains("kind: SemanticModel"))
-            .unwrap(),
+    let ns = env.namespace(prefix);
+    env.apply_ok(&examples_in(&ns.name));
+    let crashing = Operator::start_unready(
+        env,
+        &ns.name,
+        &["--leader-elect=false"],
+        &[("SEMOPS_FAILPOINT", "after-revision")],
     );
-    // This operator writes revision r1 and dies before committing the status.
-    let crashing = Operator::start_unready(env, ns, &[("SEMOPS_FAILPOINT", "after-revision")]);
     eventually(Duration::from_secs(60), "the failpoint to fire", || {
         crashing.exited().then_some(())
     });
+    assert!(
+        crashing.logs().contains("failpoint hit"),
+        "{}",
+        crashing.logs()
+    );
     env.kubectl_ok(&[
         "get",
         "controllerrevision",
         "employee-analysis-r1",
         "-n",
-        ns,
+        &ns.name,
     ]);
     assert_eq!(
-        support::jsonpath(env, ns, "sm/employee-analysis", "{.status.revision}"),
+        support::jsonpath(env, &ns.name, "sm/employee-analysis", "{.status.revision}"),
         "",
         "nothing was committed"
     );
+    ns
+}
 
-    let _op = Operator::for_namespace(env, ns);
+fn revision_snapshot(ns: &str, name: &str) -> String {
+    env().kubectl_ok(&[
+        "get",
+        "controllerrevision",
+        name,
+        "-n",
+        ns,
+        "-o",
+        "jsonpath={.data.snapshotHash}",
+    ])
+}
+
+#[test]
+fn a_crash_between_revision_and_commit_is_recovered_by_reusing_the_left_over_revision() {
+    let env = env();
+    let ns = crashed_after_revision("crash");
+    let ns = ns.name.as_str();
+    let left_over_uid = support::jsonpath(
+        env,
+        ns,
+        "controllerrevision/employee-analysis-r1",
+        "{.metadata.uid}",
+    );
+    let _op = Operator::start(
+        env,
+        &env.kubeconfig,
+        Some(ns),
+        ns,
+        &["--leader-elect=false"],
+    );
     wait_ready(env, ns, "sm/employee-analysis", "True", "Accepted");
     assert_eq!(
         support::jsonpath(env, ns, "sm/employee-analysis", "{.status.revision}"),
-        "1",
-        "the left-over revision was reused"
+        "1"
+    );
+    assert_eq!(
+        support::jsonpath(
+            env,
+            ns,
+            "controllerrevision/employee-analysis-r1",
+            "{.metadata.uid}"
+        ),
+        left_over_uid,
+        "the same snapshot: the left-over revision was reused, not rewritten"
     );
     let revisions = env.kubectl_ok(&["get", "controllerrevision", "-n", ns, "-o", "name"]);
     assert_eq!(revisions.lines().count(), 1, "{revisions}");
+}
+
+#[test]
+fn a_crash_between_revision_and_commit_followed_by_an_edit_replaces_the_left_over_revision() {
+    let env = env();
+    let ns = crashed_after_revision("crashedit");
+    let ns = ns.name.as_str();
+    let left_over = revision_snapshot(ns, "employee-analysis-r1");
+    // The definition changes before anyone commits r1: r1 holds a snapshot nobody will name.
+    env.apply_ok(
+        &examples_in(ns)
+            .split("\n---\n")
+            .find(|d| d.contains("kind: SemanticModel"))
+            .unwrap()
+            .replace("name: headcount", "name: employees_total"),
+    );
+    let _op = Operator::start(
+        env,
+        &env.kubeconfig,
+        Some(ns),
+        ns,
+        &["--leader-elect=false"],
+    );
+    wait_ready(env, ns, "sm/employee-analysis", "True", "Accepted");
+    let status: Value = serde_json::from_str(&env.kubectl_ok(&[
+        "get",
+        "sm",
+        "employee-analysis",
+        "-n",
+        ns,
+        "-o",
+        "jsonpath={.status}",
+    ]))
+    .unwrap();
+    assert_eq!(status["revision"], 1);
+    let committed = revision_snapshot(ns, "employee-analysis-r1");
+    assert_ne!(committed, left_over, "the left-over revision was replaced");
+    assert_eq!(committed, status["snapshotHash"].as_str().unwrap());
+    let metric = support::jsonpath(
+        env,
+        ns,
+        "controllerrevision/employee-analysis-r1",
+        "{.data.definition.metrics[0].name}",
+    );
+    assert_eq!(
+        metric, "employees_total",
+        "r1 holds the definition status names"
+    );
+    assert_eq!(metric_ids(&status)[0].0, "employees_total");
 }
 
 #[test]
@@ -484,7 +569,7 @@ fn the_tpcds_ossie_fixture_is_imported_and_accepted_against_real_tables() {
     let ns = env.namespace("tpcds");
     let ns = ns.name.as_str();
     let path = format!(
-        "{}/../shared/fixtures/ossie/tpcds_semantic_model.yaml",
+        "{}/tests/fixtures/ossie/tpcds_semantic_model.yaml",
         support::ROOT
     );
     let doc: Value = serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
@@ -594,9 +679,12 @@ fn drift_is_reported_per_dataset_and_never_rebinds_by_itself() {
     );
     assert_eq!(s["revision"], 1, "drift never rebinds");
 
-    // Steady drift costs no writes.
+    // Steady drift costs no writes: two more source visits (every 2 s) change nothing.
     let writes = w.op.metric("semops_status_writes_total", &[]);
-    std::thread::sleep(Duration::from_secs(5));
+    let probes = w.op.metric("semops_probes_total", &[]);
+    eventually(Duration::from_secs(30), "two more source visits", || {
+        (w.op.metric("semops_probes_total", &[]) >= probes + 2.0).then_some(())
+    });
     assert_eq!(
         w.op.metric("semops_status_writes_total", &[]),
         writes,
@@ -630,28 +718,127 @@ fn drift_is_reported_per_dataset_and_never_rebinds_by_itself() {
     assert_eq!(condition(&s, "SourcesCurrent").0, "True");
 }
 
+/// Models with an uncommitted revision (`<name>-r<status.revision + 1>` exists): a kill that
+/// landed between the revision write and the status commit.
+fn uncommitted(ns: &str, statuses: &[(String, Value)]) -> usize {
+    let revisions = env().kubectl_ok(&["get", "controllerrevision", "-n", ns, "-o", "name"]);
+    statuses
+        .iter()
+        .filter(|(name, s)| {
+            let next = s["revision"].as_i64().unwrap_or(0) + 1;
+            revisions
+                .lines()
+                .any(|l| l == format!("controllerrevision.apps/{name}-r{next}"))
+        })
+        .count()
+}
+
 #[test]
-fn an_operator_killed_at_random_points_many_times_never_reuses_or_loses_an_id() {
+fn operators_killed_mid_acceptance_many_times_never_reuse_or_lose_an_id() {
     use std::collections::HashMap;
+    use std::io::BufRead as _;
+    const MODELS: usize = 12;
     let env = env();
     let mut w = World::with_operator_args("kills", &["--leader-elect=false"]);
-    w.apply("m", TWO_ON_ONE, &format!("[{}]", metric("keep", "0")), "");
-    let first = metric_ids(&w.accepted("m", 1));
-    let keep_id = first[0].1.clone();
-    let mut observations = vec![w.status("m")];
-    let mut names = vec!["keep".to_string()];
-    for cycle in 1..=12 {
-        names.push(format!("m{cycle}"));
+    let names_of = |m: usize| format!("m{m}");
+    let apply_all = |w: &World, metrics: &[String]| {
+        let docs: Vec<String> = (0..MODELS)
+            .map(|m| {
+                format!(
+                    "apiVersion: semops.io/v1alpha1\nkind: SemanticModel\nmetadata: {{name: {}, namespace: {}}}\nspec:\n  catalog: analytics\n  schema: semantic\n  definition:\n    datasets: {}\n    metrics: [{}]\n",
+                    names_of(m),
+                    w.ns(),
+                    TWO_ON_ONE.replace("$S", &w.schema),
+                    metrics.iter().map(|n| metric(n, "1")).collect::<Vec<_>>().join(", ")
+                )
+            })
+            .collect();
+        env.apply_ok(&docs.join("---\n"));
+    };
+    let statuses = |w: &World| -> Vec<(String, Value)> {
+        (0..MODELS)
+            .map(|m| (names_of(m), w.status(&names_of(m))))
+            .collect()
+    };
+    let mut metrics = vec!["keep".to_string()];
+    apply_all(&w, &metrics);
+    for m in 0..MODELS {
+        w.accepted(&names_of(m), 1);
+    }
+    let keep: HashMap<String, String> = statuses(&w)
+        .into_iter()
+        .map(|(n, s)| (n, metric_ids(&s)[0].1.clone()))
+        .collect();
+    w.op.kill();
+    let mut observations = vec![];
+    let mut landed = 0;
+    for cycle in 1..=10 {
+        metrics.push(format!("c{cycle}"));
         if cycle % 3 == 0 {
-            names.remove(1); // drop the oldest non-kept metric
+            metrics.remove(1); // drop the oldest non-kept metric
         }
-        let metrics: Vec<String> = names.iter().map(|n| metric(n, "1")).collect();
-        w.apply("m", TWO_ON_ONE, &format!("[{}]", metrics.join(", ")), "");
+        apply_all(&w, &metrics);
+        // Watch for the revisions this cycle writes; SIGKILL the operator right after the
+        // k-th one (k random), while the other models are mid-acceptance. The watch first lists
+        // what exists, so once those lines are read no new revision can be missed.
+        let existing: std::collections::HashSet<String> = env
+            .kubectl_ok(&["get", "controllerrevision", "-n", w.ns(), "-o", "name"])
+            .lines()
+            .map(str::to_string)
+            .collect();
+        let mut watch = env
+            .tool("kubectl")
+            .args([
+                "get",
+                "controllerrevision",
+                "-n",
+                w.ns(),
+                "--watch",
+                "-o",
+                "name",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let out = watch.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        for _ in 0..existing.len() {
+            rx.recv_timeout(Duration::from_secs(60))
+                .expect("the watch lists the existing revisions");
+        }
+        w.op = Operator::start_unready(env, w.ns(), &["--leader-elect=false"], &[]);
+        let k = 1 + rand::random::<u64>() as usize % MODELS;
+        let mut seen = std::collections::HashSet::new();
+        while seen.len() < k {
+            let line = rx
+                .recv_timeout(Duration::from_secs(120))
+                .unwrap_or_else(|_| {
+                    panic!(
+                        "cycle {cycle}: {} of {k} revisions written; revisions:\n{}\nstatuses: {:?}\nlog:\n{}",
+                        seen.len(),
+                        env.kubectl_ok(&["get", "controllerrevision", "-n", w.ns(), "-o", "name"]),
+                        statuses(&w)
+                            .iter()
+                            .map(|(n, s)| (n.clone(), s["revision"].clone(), condition(s, "Ready")))
+                            .collect::<Vec<_>>(),
+                        w.op.logs()
+                    )
+                });
+            seen.insert(line); // a replaced left-over keeps its name: count names, not lines
+        }
         w.op.kill();
-        w.op = Operator::start_unready(env, w.ns(), &[]);
-        std::thread::sleep(Duration::from_millis(rand::random::<u64>() % 1500));
-        w.op.kill(); // SIGKILL at a random point: before, during or after acceptance
-        observations.push(w.status("m"));
+        let _ = watch.kill();
+        let _ = watch.wait();
+        let now = statuses(&w);
+        landed += uncommitted(w.ns(), &now);
+        observations.extend(now);
     }
     w.op = Operator::start(
         env,
@@ -660,48 +847,68 @@ fn an_operator_killed_at_random_points_many_times_never_reuses_or_loses_an_id() 
         w.ns(),
         &["--leader-elect=false"],
     );
-    let last = eventually(Duration::from_secs(60), "the last edit accepted", || {
-        let s = w.status("m");
-        (s["acceptedGeneration"] == s["observedGeneration"] && metric_ids(&s).len() == names.len())
-            .then_some(s)
-    });
-    observations.push(last.clone());
+    let last: Vec<(String, Value)> = (0..MODELS)
+        .map(|m| {
+            let name = names_of(m);
+            let s = eventually(Duration::from_secs(90), "the last edit accepted", || {
+                let s = w.status(&name);
+                (s["acceptedGeneration"] == s["observedGeneration"]
+                    && metric_ids(&s).len() == metrics.len())
+                .then_some(s)
+            });
+            (name, s)
+        })
+        .collect();
+    observations.extend(last.clone());
+    println!("kills that landed between a revision write and its commit: {landed}");
+    assert!(
+        landed > 0,
+        "no kill landed between a revision write and its commit; the test proved nothing"
+    );
 
-    let mut owner: HashMap<String, String> = HashMap::new();
-    for s in &observations {
+    let mut owner: HashMap<String, (String, String)> = HashMap::new();
+    for (model, s) in &observations {
         let live = metric_ids(s);
-        assert_eq!(
-            live.iter()
-                .find(|(n, _)| n == "keep")
-                .map(|(_, id)| id.as_str()),
-            Some(keep_id.as_str()),
-            "the kept metric's id was lost"
-        );
+        if s["revision"].as_i64().is_some() {
+            assert_eq!(
+                live.iter()
+                    .find(|(n, _)| n == "keep")
+                    .map(|(_, id)| id.clone()),
+                Some(keep[model].clone()),
+                "{model}: the kept metric's id was lost"
+            );
+        }
         let retired: Vec<String> = s["retiredMetrics"].as_array().map_or(vec![], |a| {
             a.iter()
                 .map(|r| r["id"].as_str().unwrap().to_string())
                 .collect()
         });
         for (name, id) in &live {
-            assert!(!retired.contains(id), "id {id} is both live and retired");
-            let prev = owner.entry(id.clone()).or_insert_with(|| name.clone());
-            assert_eq!(prev, name, "id {id} was reused for another name");
+            assert!(
+                !retired.contains(id),
+                "{model}: id {id} is both live and retired"
+            );
+            let prev = owner
+                .entry(id.clone())
+                .or_insert_with(|| (model.clone(), name.clone()));
+            assert_eq!(
+                prev,
+                &(model.clone(), name.clone()),
+                "id {id} was reused for another metric"
+            );
         }
     }
-    let live: Vec<String> = metric_ids(&last).into_iter().map(|(n, _)| n).collect();
-    assert_eq!(live, names);
-    // The status names exactly one revision, and that revision holds this snapshot.
-    let rev = last["revision"].as_i64().unwrap();
-    let stored = env.kubectl_ok(&[
-        "get",
-        "controllerrevision",
-        &format!("m-r{rev}"),
-        "-n",
-        w.ns(),
-        "-o",
-        "jsonpath={.data.snapshotHash}",
-    ]);
-    assert_eq!(stored, last["snapshotHash"].as_str().unwrap());
+    for (model, s) in &last {
+        let live: Vec<String> = metric_ids(s).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(live, metrics, "{model}");
+        // The status names exactly one revision, and that revision holds this snapshot.
+        let rev = s["revision"].as_i64().unwrap();
+        assert_eq!(
+            revision_snapshot(w.ns(), &format!("{model}-r{rev}")),
+            s["snapshotHash"].as_str().unwrap(),
+            "{model}"
+        );
+    }
 }
 
 /// An object nested past serde_json's recursion limit (the API server accepts it) must not stall
@@ -722,5 +929,53 @@ fn a_model_nested_too_deep_is_reported_and_does_not_stall_the_others() {
     assert!(
         !w.op.logs().contains("watch failed"),
         "the deep object broke the watch"
+    );
+}
+
+/// Drift is status, not memory: an operator restarted with no fresh answer from the catalog
+/// keeps reporting what the last one saw, and writes nothing until it knows better.
+#[test]
+fn drift_survives_an_operator_restart() {
+    let env = env();
+    let mut w = World::with_operator_args("driftrestart", &["--drift-interval", "2s"]);
+    env.kubectl_ok(&["delete", "reconcilepolicy", "strict", "-n", w.ns()]);
+    w.apply("m", "[{name: e, source: hr.$S.employees}]", "[]", "");
+    w.accepted("m", 1);
+    w.sql("DROP TABLE $S.employees;");
+    let s = eventually(Duration::from_secs(60), "SourceMissing", || {
+        let s = w.status("m");
+        (drift(&s) == vec![("e".into(), "SourceMissing".into(), String::new())]).then_some(s)
+    });
+    w.op.kill();
+    // Source visits an hour apart: the new process has no answer for a long while.
+    w.op = Operator::start(
+        env,
+        &env.kubeconfig,
+        Some(w.ns()),
+        w.ns(),
+        &["--drift-interval", "1h"],
+    );
+    eventually(Duration::from_secs(30), "the model reconciled", || {
+        (w.op.metric(
+            "controller_runtime_reconcile_total",
+            &["controller=\"semanticmodel\""],
+        ) >= 1.0)
+            .then_some(())
+    });
+    support::stays(
+        Duration::from_secs(3),
+        "drift and SourcesCurrent kept",
+        || {
+            let now = w.status("m");
+            drift(&now) == drift(&s)
+                && condition(&now, "SourcesCurrent") == ("False".into(), "SourceDrift".into())
+        },
+    );
+    assert_eq!(
+        w.op.metric(
+            "semops_status_writes_total",
+            &["controller=\"semanticmodel\""]
+        ),
+        0.0
     );
 }

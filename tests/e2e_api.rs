@@ -26,20 +26,6 @@ fn get(port: u16, path: &str, token: Option<&str>) -> (u16, String) {
     (status, body.to_string())
 }
 
-/// A ServiceAccount bound to a Role with `rules`, and a token for it.
-fn user(ns: &str, name: &str, rules: &str) -> String {
-    let env = env();
-    env.apply_ok(&format!(
-        "apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: {name}, namespace: {ns}}}\n---\n\
-         apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: {name}, namespace: {ns}}}\nrules: {rules}\n---\n\
-         apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: {name}, namespace: {ns}}}\n\
-         roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {name}}}\nsubjects: [{{kind: ServiceAccount, name: {name}, namespace: {ns}}}]\n"
-    ));
-    env.kubectl_ok(&["create", "token", name, "-n", ns])
-        .trim()
-        .to_string()
-}
-
 #[test]
 fn the_seed_example_the_rbac_matrix_and_source_lifecycle_through_the_api() {
     let env = env();
@@ -60,25 +46,32 @@ fn the_seed_example_the_rbac_matrix_and_source_lifecycle_through_the_api() {
 
     let lookup =
         format!("/api/metalakes/{ns}/objects/table/hr.public.employees/semantic-model-datasets");
-    let full = user(
+    let full = env.service_account_token(
         ns,
         "full",
         "[{apiGroups: [semops.io], resources: [catalogs, semanticmodels], verbs: [get]}]",
+        &[
+            ("get", "catalogs.semops.io"),
+            ("get", "semanticmodels.semops.io"),
+        ],
     );
-    let catalog_only = user(
+    let catalog_only = env.service_account_token(
         ns,
         "catalog-only",
         "[{apiGroups: [semops.io], resources: [catalogs], verbs: [get]}]",
+        &[("get", "catalogs.semops.io")],
     );
-    let one_model = user(
+    let one_model = env.service_account_token(
         ns,
         "one-model",
         "[{apiGroups: [semops.io], resources: [catalogs], verbs: [get]}, {apiGroups: [semops.io], resources: [semanticmodels], resourceNames: [employee-analysis], verbs: [get]}]",
+        &[("get", "catalogs.semops.io"), ("get", "semanticmodels.semops.io/employee-analysis")],
     );
-    let nothing = user(
+    let nothing = env.service_account_token(
         ns,
         "nothing",
         "[{apiGroups: [''], resources: [configmaps], verbs: [get]}]",
+        &[("get", "configmaps")],
     );
 
     // Role bindings take a moment to reach the authorizer.

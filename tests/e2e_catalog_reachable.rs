@@ -148,7 +148,8 @@ fn a_refused_port_is_unreachable() {
     let ns = ns.name.as_str();
     let _op = Operator::for_namespace(env, ns);
     env.apply_ok(&secret(ns, "pg-creds", "x"));
-    env.apply_ok(&catalog(ns, support::free_port(), "pg-creds"));
+    let (port, _held) = support::refused_port();
+    env.apply_ok(&catalog(ns, port, "pg-creds"));
     let message = wait_ready(env, ns, "cat/hr", "False", "Unreachable");
     assert!(message.starts_with("127.0.0.1:"), "{message}");
 }

@@ -70,8 +70,7 @@ fn report_only_marks_drops_stale_and_auto_remove_removes_them_once_through_one_p
         || (stale_events(&w) == 2).then_some(()),
     );
     // A second ReportOnly round warns no more: once per transition.
-    w.check("wh");
-    std::thread::sleep(Duration::from_secs(2));
+    w.check("wh"); // returns once the round's Events are published
     assert_eq!(stale_events(&w), 2);
     assert_eq!(w.removed_metric(), 0.0);
 
@@ -159,7 +158,7 @@ fn report_only_marks_drops_stale_and_auto_remove_removes_them_once_through_one_p
             .iter()
             .all(|e| e["removed"] == false)
     );
-    std::thread::sleep(Duration::from_secs(1));
+    // A dry run answers after it is done; it never writes.
     assert_eq!(
         names_in(&World::states(&w.catalog("wh")["status"]), "Removed").len(),
         0,
@@ -238,6 +237,16 @@ fn report_only_marks_drops_stale_and_auto_remove_removes_them_once_through_one_p
         (Some("items"), Some("Live"))
     );
     assert_ne!(items["id"], ids[3], "a recreated table has a new id");
+    let restored: Vec<_> = w
+        .events("wh")
+        .into_iter()
+        .filter(|e| e.0 == "RegistrationRestored")
+        .collect();
+    assert_eq!(restored.len(), 1, "{restored:?}");
+    assert!(
+        restored[0].1 == "semops-reconciler" && restored[0].2.contains("spec.registrations[3]"),
+        "{restored:?}"
+    );
     // Deleting the removed entry from spec clears RegistrationsCurrent without a round.
     env().kubectl_ok(&[
         "patch",
@@ -458,6 +467,13 @@ fn two_hundred_stale_registrations_with_a_cap_of_fifty_go_fifty_per_round() {
     let s = w.check("wh");
     assert_eq!(names_in(&World::states(&s), "Live").len(), 200);
     assert_eq!(s["lastCheck"]["probed"], 200);
+    let reconciler_events = |w: &World| -> Vec<(String, String)> {
+        w.events("wh")
+            .into_iter()
+            .filter(|e| e.1 == "semops-reconciler")
+            .map(|e| (e.0, e.2))
+            .collect()
+    };
     w.sql("DROP SCHEMA bulk CASCADE;");
     for round in 1..=4 {
         let s = w.check("wh");
@@ -467,14 +483,24 @@ fn two_hundred_stale_registrations_with_a_cap_of_fifty_go_fifty_per_round() {
         assert_eq!(removed, tables[..50 * round].to_vec(), "spec order");
         assert_eq!(names_in(&states, "Stale").len(), 200 - 50 * round);
         assert_eq!(s["lastCheck"]["removed"], 50);
+        // Each round has more than 20 transitions: exactly 20 Events and one summary of the
+        // rest. Round 1: 200 became stale, 50 removed; later rounds: 50 removed.
+        let events = reconciler_events(&w);
+        assert_eq!(events.len(), 21 * round, "round {round}: {events:?}");
+        let more = if round == 1 { 250 - 20 } else { 50 - 20 };
+        let summaries: Vec<&(String, String)> = events
+            .iter()
+            .filter(|e| e.0 == "CheckRoundSummary")
+            .collect();
+        assert_eq!(summaries.len(), round);
+        assert!(
+            summaries.iter().any(|e| e
+                .1
+                .starts_with(&format!("{more} more registration change(s)"))),
+            "round {round}: {summaries:?}"
+        );
     }
     assert_eq!(w.removed_metric(), 200.0);
-    // Events are capped per round, with a summary for the rest.
-    let events = w.events("wh");
-    assert!(
-        events.iter().any(|e| e.0 == "CheckRoundSummary"),
-        "{events:?}"
-    );
     let s = w.check("wh");
     assert_eq!(s["lastCheck"]["removed"], 0);
 }
@@ -541,13 +567,20 @@ fn models_bound_to_a_dropped_table_see_drift_from_the_round() {
     ));
     support::wait_ready(env(), ns, "sm/m", "True", "Accepted");
     w.sql("DROP TABLE app.items;");
-    // Nothing probes until a round runs (the policy's periodic checks are off) ...
-    std::thread::sleep(Duration::from_secs(2));
     let sm = |w: &World| -> Value {
         serde_json::from_str(&env().kubectl_ok(&["get", "sm", "m", "-n", w.ns(), "-o", "json"]))
             .unwrap()
     };
-    assert_eq!(condition(&sm(&w)["status"], "SourcesCurrent").0, "True");
+    // Nothing probes until a round runs (the policy's periodic checks are off) ...
+    let probes = w.op.metric("semops_probes_total", &[]);
+    support::stays(
+        Duration::from_secs(2),
+        "no probe and no drift before a round",
+        || {
+            w.op.metric("semops_probes_total", &[]) == probes
+                && condition(&sm(&w)["status"], "SourcesCurrent").0 == "True"
+        },
+    );
     // ... and the round's answers feed the model.
     let s = w.check("wh");
     assert_eq!(
@@ -666,14 +699,16 @@ fn a_restart_resumes_the_persisted_schedule_without_a_probe_storm() {
         resumed > k8s_openapi::jiff::Timestamp::now(),
         "rescheduled one interval on: {resumed}"
     );
-    std::thread::sleep(Duration::from_secs(5));
-    for (n, before) in names.iter().zip(&scheduled).skip(1) {
-        assert_eq!(next(&w, n).as_ref(), Some(before), "{n} kept its schedule");
-        assert!(
-            w.catalog(n)["status"]["lastCheck"].is_null(),
-            "{n} was probed after the restart"
-        );
-    }
+    support::stays(
+        Duration::from_secs(5),
+        "the other catalogs keep their schedule and are not probed",
+        || {
+            names.iter().zip(&scheduled).skip(1).all(|(n, before)| {
+                next(&w, n).as_ref() == Some(before)
+                    && w.catalog(n)["status"]["lastCheck"].is_null()
+            })
+        },
+    );
     assert_eq!(w.op.metric("semops_check_rounds_total", &[]), 1.0);
     assert!(
         w.op.metric("semops_probes_total", &[]) <= 2.0,
@@ -699,26 +734,19 @@ fn the_report_and_reconcile_endpoints_follow_rbac_and_only_the_leader_records() 
             _ => None,
         }
     });
-    let token = |name: &str, rules: &str| {
-        env.apply_ok(&format!(
-            "apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: {name}, namespace: {ns}}}\n---\n\
-             apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: {name}, namespace: {ns}}}\nrules: {rules}\n---\n\
-             apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: {name}, namespace: {ns}}}\n\
-             roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {name}}}\nsubjects: [{{kind: ServiceAccount, name: {name}, namespace: {ns}}}]\n"
-        ));
-        env.kubectl_ok(&["create", "token", name, "-n", &ns])
-            .trim()
-            .to_string()
-    };
-    let viewer = token(
+    let viewer = env.service_account_token(
+        &ns,
         "viewer",
         r#"[{apiGroups: [semops.io], resources: [catalogs], verbs: [get]}]"#,
+        &[("get", "catalogs.semops.io")],
     );
-    let admin = token(
+    let admin = env.service_account_token(
+        &ns,
         "admin",
         r#"[{apiGroups: [semops.io], resources: [catalogs, catalogs/reconcile], verbs: [get, create]}]"#,
+        &[("get", "catalogs.semops.io"), ("create", "catalogs.semops.io --subresource=reconcile")],
     );
-    let nobody = token("nobody", "[]");
+    let nobody = env.service_account_token(&ns, "nobody", "[]", &[]);
     let report = format!("/api/metalakes/{ns}/catalogs/wh/stale-entities");
     let reconcile = format!("/api/metalakes/{ns}/catalogs/wh/reconcile");
     let call = |op: &Operator, method: &str, path: &str, t: Option<&str>, body: Option<&str>| {
@@ -770,4 +798,171 @@ fn the_report_and_reconcile_endpoints_follow_rbac_and_only_the_leader_records() 
         .0,
         404
     );
+}
+
+/// Three catalogs with rounds of about a second each, asked for at the same instant, plus an
+/// API round of one of them: with `--max-concurrent-rounds 1` the operator's own log shows them
+/// one after another; with 3 they overlap (so the measurement can see overlap); rounds of one
+/// catalog never overlap.
+#[test]
+fn rounds_respect_the_global_bound_and_one_round_per_catalog() {
+    use support::checks::{logged_rounds, most_at_once};
+    let tables: Vec<String> = (0..800).map(|i| format!("t{i}")).collect();
+    let setup = format!(
+        "CREATE SCHEMA bulk; {}",
+        tables
+            .iter()
+            .map(|t| format!("CREATE TABLE bulk.{t}(id int);"))
+            .collect::<String>()
+    );
+    let regs = format!(
+        "[{}]",
+        tables
+            .iter()
+            .map(|t| format!("{{kind: Table, schema: bulk, name: {t}}}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    // One probe per batch, one batch at a time: a round is hundreds of requests.
+    let policy = "enabled: false, mode: ReportOnly, probe: {concurrency: 1, batchSize: 1}";
+    let run = |bound: &str| {
+        let w = World::new(
+            "bound",
+            &setup,
+            &regs,
+            policy,
+            &["--max-concurrent-rounds", bound],
+        );
+        for c in ["wh2", "wh3"] {
+            env().apply_ok(&catalog_yaml(w.ns(), c, &w.db, postgres().port, &regs, ""));
+        }
+        env().kubectl_ok(&[
+            "annotate",
+            "catalog",
+            "wh",
+            "wh2",
+            "wh3",
+            "-n",
+            w.ns(),
+            "semops.io/check-requested=together",
+        ]);
+        let (code, body) = w.api(
+            "POST",
+            &format!("/api/metalakes/{}/catalogs/wh/reconcile", w.ns()),
+            Some(r#"{"dryRun": false}"#),
+        );
+        assert_eq!(code, 200, "{body}");
+        eventually(Duration::from_secs(120), "four rounds logged", || {
+            (logged_rounds(&w.op).len() >= 4).then_some(())
+        });
+        let rounds = logged_rounds(&w.op);
+        let of_wh: Vec<_> = rounds
+            .iter()
+            .filter(|r| r.catalog == "wh")
+            .cloned()
+            .collect();
+        assert_eq!(of_wh.len(), 2, "{rounds:?}");
+        assert_eq!(
+            most_at_once(&of_wh),
+            1,
+            "two rounds of one catalog overlapped"
+        );
+        most_at_once(&rounds)
+    };
+    assert_eq!(run("1"), 1, "--max-concurrent-rounds 1 let rounds overlap");
+    assert!(
+        run("3") > 1,
+        "rounds never overlapped: the measurement cannot see overlap"
+    );
+}
+
+/// A round whose one status write is refused (the Catalog changed while it probed) commits
+/// nothing: no removal, no Event, no metric; the retry that follows removes once.
+#[test]
+fn a_refused_commit_removes_nothing_and_the_retry_removes_once() {
+    let w = World::new(
+        "refused",
+        "CREATE SCHEMA app; CREATE TABLE app.orders(id int); CREATE TABLE app.items(id int);",
+        "[{kind: Table, schema: app, name: orders}, {kind: Table, schema: app, name: items}]",
+        "enabled: false, mode: AutoRemove, probe: {timeout: 8s}",
+        &[],
+    );
+    w.check("wh");
+    w.sql("DROP TABLE app.items;");
+    // Hold pg_class for 3 s so the next round's probe waits inside the round ...
+    let (db, port) = (w.db.clone(), postgres().port);
+    let holder = std::thread::spawn(move || {
+        let out = std::process::Command::new("psql")
+            .env("PGPASSWORD", postgres().admin_password)
+            .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "postgres", "-d", &db, "-c"])
+            .arg("BEGIN; LOCK TABLE pg_catalog.pg_class IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(3); COMMIT;")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    });
+    eventually(Duration::from_secs(10), "pg_class locked", || {
+        let out = std::process::Command::new("psql")
+            .env("PGPASSWORD", postgres().admin_password)
+            .args(["-h", "127.0.0.1", "-p", &postgres().port.to_string(), "-U", "postgres", "-d", "postgres", "-tAc"])
+            .arg(format!("SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database WHERE d.datname = '{}' AND l.relation = 'pg_catalog.pg_class'::regclass AND l.mode = 'AccessExclusiveLock' AND l.granted", w.db))
+            .output()
+            .unwrap();
+        (String::from_utf8_lossy(&out.stdout).trim() == "1").then_some(())
+    });
+    let conflicts = || {
+        w.op.metric(
+            "semops_reconcile_errors_by_category_total",
+            &["category=\"Conflict\""],
+        )
+    };
+    let before = conflicts();
+    env().kubectl_ok(&[
+        "annotate",
+        "catalog",
+        "wh",
+        "-n",
+        w.ns(),
+        "semops.io/check-requested=locked",
+        "--overwrite",
+    ]);
+    // ... and change the Catalog while it waits: its status write is refused (409).
+    eventually(
+        Duration::from_secs(10),
+        "the round waiting on the lock",
+        || {
+            let out = std::process::Command::new("psql")
+            .env("PGPASSWORD", postgres().admin_password)
+            .args(["-h", "127.0.0.1", "-p", &postgres().port.to_string(), "-U", "postgres", "-d", "postgres", "-tAc"])
+            .arg(format!("SELECT count(*) FROM pg_stat_activity WHERE datname = '{}' AND application_name = 'semops' AND wait_event_type = 'Lock'", w.db))
+            .output()
+            .unwrap();
+            (String::from_utf8_lossy(&out.stdout).trim() != "0").then_some(())
+        },
+    );
+    env().kubectl_ok(&["label", "catalog", "wh", "-n", w.ns(), "touched=yes"]);
+    holder.join().unwrap();
+    let s = eventually(Duration::from_secs(60), "the retried round", || {
+        let s = w.catalog("wh")["status"].clone();
+        (s["lastCheck"]["trigger"] == "annotation:locked").then_some(s)
+    });
+    assert!(
+        conflicts() > before,
+        "no status write was refused: the test proved nothing"
+    );
+    assert_eq!(World::states(&s)[1], ("items".into(), "Removed".into()));
+    let removed: Vec<_> = w
+        .events("wh")
+        .into_iter()
+        .filter(|e| e.0 == "RegistrationRemoved")
+        .collect();
+    assert_eq!(
+        removed.len(),
+        1,
+        "the refused round published an Event: {removed:?}"
+    );
+    assert_eq!(w.removed_metric(), 1.0);
 }

@@ -227,17 +227,15 @@ fn a_user_without_access_to_a_model_never_sees_its_nodes() {
         "apiVersion: semops.io/v1alpha1\nkind: SemanticModel\nmetadata: {{name: secret, namespace: {ns}}}\nspec:\n  catalog: analytics\n  schema: semantic\n  name: secret_model\n  definition:\n    datasets: [{{name: hidden_dataset, source: hr.public.employees}}]\n"
     ));
     wait_ready(env, &ns, "sm/secret", "True", "Accepted");
-    env.apply_ok(&format!(
-        "apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: reader, namespace: {ns}}}\n---\n\
-         apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: reader, namespace: {ns}}}\n\
-         rules: [{{apiGroups: [semops.io], resources: [catalogs], verbs: [get]}}, {{apiGroups: [semops.io], resources: [semanticmodels], resourceNames: [employee-analysis], verbs: [get]}}]\n---\n\
-         apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: reader, namespace: {ns}}}\n\
-         roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: reader}}\nsubjects: [{{kind: ServiceAccount, name: reader, namespace: {ns}}}]\n"
-    ));
-    let token = env
-        .kubectl_ok(&["create", "token", "reader", "-n", &ns])
-        .trim()
-        .to_string();
+    let token = env.service_account_token(
+        &ns,
+        "reader",
+        "[{apiGroups: [semops.io], resources: [catalogs], verbs: [get]}, {apiGroups: [semops.io], resources: [semanticmodels], resourceNames: [employee-analysis], verbs: [get]}]",
+        &[
+            ("get", "catalogs.semops.io"),
+            ("get", "semanticmodels.semops.io/employee-analysis"),
+        ],
+    );
     let source = format!("/api/metalakes/{ns}/objects/table/hr.public.employees/lineage");
     let (code, g, body) = get(&op, &source, Some(&token));
     assert_eq!(code, 200, "{body}");
@@ -298,7 +296,9 @@ fn the_fifth_concurrent_request_is_busy_and_slow_requests_hit_the_deadline() {
             std::thread::spawn(move || request(port, "GET", &path, None, None))
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(300));
+    eventually(Duration::from_secs(10), "four projections admitted", || {
+        (op.metric("semops_lineage_in_flight", &[]) == 4.0).then_some(())
+    });
     let (code, body) = request(port, "GET", &path, None, None);
     let e: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(

@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::{env, eventually, examples_in, jsonpath, ready, wait_ready};
+use support::{Operator, env, eventually, examples_in, jsonpath, ready, wait_ready};
 
 #[test]
 fn the_examples_become_ready_and_kubectl_wait_sees_it() {
@@ -67,8 +67,10 @@ fn an_unchanged_object_costs_no_status_write_after_it_is_ready() {
     // Let the initial burst (including conflict retries) settle.
     let settled = eventually(Duration::from_secs(30), "writes to settle", || {
         let before = op.metric("semops_status_writes_total", &[]);
-        std::thread::sleep(Duration::from_secs(2));
-        (op.metric("semops_status_writes_total", &[]) == before).then_some(before)
+        support::holds_for(Duration::from_secs(2), || {
+            op.metric("semops_status_writes_total", &[]) == before
+        })
+        .then_some(before)
     });
     let audited = env.audited_writes(ns, "semanticmodels", "status", "update");
     let reconciles = op.metric(
@@ -100,11 +102,10 @@ fn an_unchanged_object_costs_no_status_write_after_it_is_ready() {
                 .then_some(())
         },
     );
-    std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(
-        op.metric("semops_status_writes_total", &[]),
-        settled,
-        "a reconcile of an unchanged object wrote status"
+    support::stays(
+        Duration::from_secs(2),
+        "no status write after reconciles of unchanged objects",
+        || op.metric("semops_status_writes_total", &[]) == settled,
     );
     if let Some(before) = audited {
         assert_eq!(
@@ -166,7 +167,18 @@ fn the_younger_model_loses_a_name_conflict_until_the_older_is_deleted() {
         .unwrap()
         .replace("name: employee-analysis", "name: employee-analysis-copy");
     // creationTimestamp has one-second resolution; within one second the uid decides (DESIGN 3.6).
-    std::thread::sleep(Duration::from_millis(1100));
+    // The twin must be created in a later second than the original to be the younger one.
+    let created: k8s_openapi::jiff::Timestamp = support::jsonpath(
+        env,
+        ns,
+        "sm/employee-analysis",
+        "{.metadata.creationTimestamp}",
+    )
+    .parse()
+    .unwrap();
+    eventually(Duration::from_secs(5), "the next second", || {
+        (k8s_openapi::jiff::Timestamp::now().as_second() > created.as_second()).then_some(())
+    });
     env.apply_ok(&twin);
     let message = wait_ready(
         env,
@@ -314,5 +326,60 @@ fn a_catalog_hosting_models_waits_for_them_and_one_only_read_from_does_not() {
             .status
             .success())
         .then_some(())
+    });
+}
+
+/// `/readyz` (and the read API) answer "not ready" until every cache has its first list: an
+/// operator whose credentials may not list the kinds yet stays unready, and becomes ready once
+/// RBAC lets it.
+#[test]
+fn readiness_waits_for_the_caches_to_sync() {
+    let env = env();
+    let ns = env.namespace("ready");
+    let ns = ns.name.as_str();
+    env.apply_ok(&examples_in(ns));
+    let token = env.service_account_token(ns, "late", "[]", &[]);
+    let kc: serde_json::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(&env.kubeconfig).unwrap()).unwrap();
+    let cluster = &kc["clusters"][0]["cluster"];
+    let kubeconfig = env.work_dir.join(format!("late-{ns}.kubeconfig"));
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: \"{}\", certificate-authority: \"{}\"}}}}]\nusers: [{{name: late, user: {{token: \"{token}\"}}}}]\ncontexts: [{{name: c, context: {{cluster: c, user: late, namespace: {ns}}}}}]\ncurrent-context: c\n",
+            cluster["server"].as_str().unwrap(),
+            cluster["certificate-authority"].as_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let op = Operator::start_bound(
+        env,
+        &kubeconfig,
+        Some(ns),
+        ns,
+        &["--leader-elect=false", "--api-auth", "none"],
+    );
+    let readyz = |op: &Operator| op.http_get_status("/readyz");
+    support::stays(
+        Duration::from_secs(3),
+        "not ready without list rights",
+        || readyz(&op) == 503,
+    );
+    let (code, body) = support::checks::request(
+        op.api_port,
+        "GET",
+        &format!("/api/metalakes/{ns}/catalogs/analytics/schemas/semantic/semantic-models"),
+        None,
+        None,
+    );
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("NOT_READY"), "{body}");
+    env.apply_ok(&format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: lister, namespace: {ns}}}\nrules: [{{apiGroups: [semops.io], resources: ['*'], verbs: [get, list, watch]}}]\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: lister, namespace: {ns}}}\n\
+         roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: lister}}\nsubjects: [{{kind: ServiceAccount, name: late, namespace: {ns}}}]\n"
+    ));
+    eventually(Duration::from_secs(120), "ready once it may list", || {
+        (readyz(&op) == 200).then_some(())
     });
 }

@@ -76,8 +76,11 @@ impl World {
         serde_json::from_str(&out).unwrap()
     }
 
-    /// Asks for a round of `name` by annotation and waits until its status echoes the token.
+    /// Asks for a round of `name` by annotation and waits until its status echoes the token and
+    /// the round counted itself (after its Events: everything it does is done).
     pub fn check(&self, name: &str) -> Value {
+        let label = format!("catalog=\"{name}\"");
+        let counted = self.op.metric("semops_check_rounds_total", &[&label]);
         let n = self.rounds.get() + 1;
         self.rounds.set(n);
         let token = format!("t{n}");
@@ -91,7 +94,7 @@ impl World {
             "--overwrite",
         ]);
         let want = format!("annotation:{token}");
-        eventually(
+        let status = eventually(
             Duration::from_secs(60),
             &format!("round {want} of {name}"),
             || {
@@ -99,7 +102,11 @@ impl World {
                 (c["status"]["lastCheck"]["trigger"] == want.as_str())
                     .then_some(c["status"].clone())
             },
-        )
+        );
+        eventually(Duration::from_secs(60), "the round counted", || {
+            (self.op.metric("semops_check_rounds_total", &[&label]) > counted).then_some(())
+        });
+        status
     }
 
     /// (name, state) of each registration in status.
@@ -226,4 +233,44 @@ pub fn condition(status: &Value, type_: &str) -> (String, String) {
         c["status"].as_str().unwrap_or("").into(),
         c["reason"].as_str().unwrap_or("").into(),
     )
+}
+
+/// One finished check round as the operator logged it: catalog, start and end.
+#[derive(Clone, Debug)]
+pub struct LoggedRound {
+    pub catalog: String,
+    pub start: k8s_openapi::jiff::Timestamp,
+    pub end: k8s_openapi::jiff::Timestamp,
+}
+
+/// The rounds an operator logged (its one summary line per committed round).
+pub fn logged_rounds(op: &Operator) -> Vec<LoggedRound> {
+    op.logs()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["message"] == "check round")
+        .filter_map(|v| {
+            let end: k8s_openapi::jiff::Timestamp = v["timestamp"].as_str()?.parse().ok()?;
+            let took = k8s_openapi::jiff::SignedDuration::from_millis(v["took_ms"].as_i64()?);
+            Some(LoggedRound {
+                catalog: v["span"]["catalog"].as_str()?.to_string(),
+                start: end.checked_sub(took).ok()?,
+                end,
+            })
+        })
+        .collect()
+}
+
+/// The most rounds that ran at one instant.
+pub fn most_at_once(rounds: &[LoggedRound]) -> usize {
+    rounds
+        .iter()
+        .map(|r| {
+            rounds
+                .iter()
+                .filter(|o| o.start <= r.start && r.start < o.end)
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
 }

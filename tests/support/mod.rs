@@ -175,7 +175,9 @@ impl Env {
         kube::Client::try_from(cfg).unwrap()
     }
 
-    /// Audit events of `verb` on `resource/subresource` in `namespace` (own clusters only).
+    /// Audit events of `verb` on `resource/subresource` in `namespace`. `None` only for a
+    /// cluster this harness did not start (`SEMOPS_TEST_KUBECONFIG`, no audit log to read); on
+    /// its own clusters an unreadable log fails the test.
     pub fn audited_writes(
         &self,
         namespace: &str,
@@ -183,7 +185,12 @@ impl Env {
         subresource: &str,
         verb: &str,
     ) -> Option<usize> {
-        let text = std::fs::read_to_string(self.audit_log.as_ref()?).ok()?;
+        let Some(log) = self.audit_log.as_ref() else {
+            eprintln!("no audit log: this cluster was not started by the harness");
+            return None;
+        };
+        let text = std::fs::read_to_string(log)
+            .unwrap_or_else(|e| panic!("the audit log {} is unreadable: {e}", log.display()));
         Some(
             text.lines()
                 .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
@@ -196,6 +203,45 @@ impl Env {
                 })
                 .count(),
         )
+    }
+}
+
+impl Env {
+    /// A ServiceAccount bound to a Role with `rules` (flow YAML) in `ns`, and a token for it.
+    /// Returns only once the API server authorizes each `(verb, resource)` of `effective` for
+    /// it: a request made before a fresh RoleBinding takes effect would be denied, and the
+    /// operator caches denials.
+    pub fn service_account_token(
+        &self,
+        ns: &str,
+        name: &str,
+        rules: &str,
+        effective: &[(&str, &str)],
+    ) -> String {
+        self.apply_ok(&format!(
+            "apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: {name}, namespace: {ns}}}\n---\n\
+             apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: {name}, namespace: {ns}}}\nrules: {rules}\n---\n\
+             apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: {name}, namespace: {ns}}}\n\
+             roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {name}}}\nsubjects: [{{kind: ServiceAccount, name: {name}, namespace: {ns}}}]\n"
+        ));
+        let who = format!("system:serviceaccount:{ns}:{name}");
+        for (verb, resource) in effective {
+            eventually(
+                Duration::from_secs(30),
+                &format!("{who} may {verb} {resource}"),
+                || {
+                    // `resource` may carry flags, e.g. "catalogs.semops.io --subresource=reconcile".
+                    let mut args = vec!["auth", "can-i", verb];
+                    args.extend(resource.split_whitespace());
+                    args.extend(["-n", ns, "--as", &who]);
+                    let out = self.kubectl(&args);
+                    (String::from_utf8_lossy(&out.stdout).trim() == "yes").then_some(())
+                },
+            );
+        }
+        self.kubectl_ok(&["create", "token", name, "-n", ns])
+            .trim()
+            .to_string()
     }
 }
 
@@ -250,20 +296,32 @@ pub fn examples_in(ns: &str) -> String {
         .join("\n---\n")
 }
 
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// A loopback port that refuses connections: bound by the returned socket (so no other process
+/// can take it while the guard lives) and never listened on.
+pub fn refused_port() -> (u16, tokio::net::TcpSocket) {
+    let held = tokio::net::TcpSocket::new_v4().unwrap();
+    held.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    (held.local_addr().unwrap().port(), held)
 }
 
-/// A `semops run` child process.
+/// A `semops run` child process. Its ports are chosen by the process itself (`:0`) and read
+/// back from its log, so no other process can take them between choice and use.
 pub struct Operator {
     child: Option<Child>,
+    /// 0 until the process logged its bound address (never, for an operator that exits early).
     pub probe_port: u16,
     pub api_port: u16,
     pub log: PathBuf,
+}
+
+/// The address a `semops run` log announced for `message`, once it did.
+fn logged_addr(log: &Path, message: &str) -> Option<u16> {
+    std::fs::read_to_string(log)
+        .ok()?
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["message"] == message)
+        .and_then(|v| v["addr"].as_str()?.rsplit(':').next()?.parse().ok())
 }
 
 impl Operator {
@@ -278,8 +336,7 @@ impl Operator {
         Operator::start_with_vars(env, kubeconfig, watch_ns, lease_ns, extra, &[])
     }
 
-    /// [`Operator::start`] with extra environment variables for the child (e.g. failpoints).
-    pub fn start_with_vars(
+    fn spawn(
         env: &Env,
         kubeconfig: &Path,
         watch_ns: Option<&str>,
@@ -287,18 +344,21 @@ impl Operator {
         extra: &[&str],
         vars: &[(&str, &str)],
     ) -> Operator {
-        let probe_port = free_port();
-        let api_port = free_port();
-        let log = env.work_dir.join(format!("operator-{probe_port}.log"));
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let log = env.work_dir.join(format!(
+            "operator-{}-{}.log",
+            std::process::id(),
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_semops"));
         cmd.env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "info,semops=debug")
             .args([
                 "run",
                 "--api-addr",
-                &format!("127.0.0.1:{api_port}"),
+                "127.0.0.1:0",
                 "--probe-addr",
-                &format!("127.0.0.1:{probe_port}"),
+                "127.0.0.1:0",
                 "--lease-namespace",
                 lease_ns,
                 "--log-format",
@@ -311,50 +371,61 @@ impl Operator {
         if let Some(ns) = watch_ns {
             cmd.args(["--watch-namespace", ns]);
         }
-        let child = cmd.spawn().expect("semops starts");
-        let op = Operator {
-            child: Some(child),
-            probe_port,
-            api_port,
+        Operator {
+            child: Some(cmd.spawn().expect("semops starts")),
+            probe_port: 0,
+            api_port: 0,
             log,
-        };
+        }
+    }
+
+    /// Waits until the process logged both bound addresses; panics if it exits first.
+    fn wait_bound(&mut self) {
+        let (probe, api) = eventually(Duration::from_secs(60), "operator ports", || {
+            assert!(!self.exited(), "the operator exited:\n{}", self.logs());
+            Some((
+                logged_addr(&self.log, "serving /healthz, /readyz, /metrics")?,
+                logged_addr(&self.log, "serving the read API")?,
+            ))
+        });
+        self.probe_port = probe;
+        self.api_port = api;
+    }
+
+    /// [`Operator::start`] with extra environment variables for the child (e.g. failpoints).
+    pub fn start_with_vars(
+        env: &Env,
+        kubeconfig: &Path,
+        watch_ns: Option<&str>,
+        lease_ns: &str,
+        extra: &[&str],
+        vars: &[(&str, &str)],
+    ) -> Operator {
+        let mut op = Operator::spawn(env, kubeconfig, watch_ns, lease_ns, extra, vars);
+        op.wait_bound();
         eventually(Duration::from_secs(60), "operator ready", || {
             (op.http_get("/readyz").as_deref() == Some("ready")).then_some(())
         });
         op
     }
 
-    /// An operator for `ns` with extra environment variables, not waited for (it may exit).
-    pub fn start_unready(env: &Env, ns: &str, vars: &[(&str, &str)]) -> Operator {
-        let probe_port = free_port();
-        let api_port = free_port();
-        let log = env.work_dir.join(format!("operator-{probe_port}.log"));
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_semops"));
-        cmd.env("KUBECONFIG", &env.kubeconfig)
-            .args([
-                "run",
-                "--api-addr",
-                &format!("127.0.0.1:{api_port}"),
-                "--probe-addr",
-                &format!("127.0.0.1:{probe_port}"),
-                "--lease-namespace",
-                ns,
-                "--watch-namespace",
-                ns,
-                "--log-format",
-                "json",
-            ])
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap());
-        for (k, v) in vars {
-            cmd.env(k, v);
-        }
-        Operator {
-            child: Some(cmd.spawn().expect("semops starts")),
-            probe_port,
-            api_port,
-            log,
-        }
+    /// An operator whose servers are up (ports known), not waited for to be ready.
+    pub fn start_bound(
+        env: &Env,
+        kubeconfig: &Path,
+        watch_ns: Option<&str>,
+        lease_ns: &str,
+        extra: &[&str],
+    ) -> Operator {
+        let mut op = Operator::spawn(env, kubeconfig, watch_ns, lease_ns, extra, &[]);
+        op.wait_bound();
+        op
+    }
+
+    /// An operator for `ns` with extra flags and environment variables, not waited for (it
+    /// may exit, or be killed at any moment).
+    pub fn start_unready(env: &Env, ns: &str, extra: &[&str], vars: &[(&str, &str)]) -> Operator {
+        Operator::spawn(env, &env.kubeconfig, Some(ns), ns, extra, vars)
     }
 
     /// Whether the process has exited.
@@ -372,6 +443,23 @@ impl Operator {
         Operator::start(env, &env.kubeconfig, Some(ns), ns, &[])
     }
 
+    /// The HTTP status of `GET path` on the probe port (0 when nothing answers).
+    pub fn http_get_status(&self, path: &str) -> u16 {
+        let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.probe_port)) else {
+            return 0;
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+        if write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").is_err() {
+            return 0;
+        }
+        let mut buf = String::new();
+        let _ = s.read_to_string(&mut buf);
+        buf.split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0)
+    }
+
     pub fn http_get(&self, path: &str) -> Option<String> {
         let mut s = TcpStream::connect(("127.0.0.1", self.probe_port)).ok()?;
         s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
@@ -384,9 +472,12 @@ impl Operator {
             .or_else(|| head.starts_with("HTTP/1.1 200").then(|| body.to_string()))
     }
 
-    /// Sum of a metric's samples whose line contains every `filter` string.
+    /// Sum of a metric's samples whose line contains every `filter` string (0 when it has no
+    /// sample yet). Panics when /metrics cannot be scraped, so `== 0.0` never passes vacuously.
     pub fn metric(&self, name: &str, filters: &[&str]) -> f64 {
-        let text = self.http_get("/metrics").unwrap_or_default();
+        let text = self
+            .http_get("/metrics")
+            .unwrap_or_else(|| panic!("cannot scrape /metrics of the operator ({:?})", self.log));
         text.lines()
             .filter(|l| {
                 l.starts_with(name)
@@ -453,6 +544,26 @@ pub fn eventually<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Optio
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// Whether `f` holds at every poll for the whole `window` (false at the first poll it does
+/// not): how a test observes that something does *not* happen.
+pub fn holds_for(window: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    loop {
+        if !f() {
+            return false;
+        }
+        if start.elapsed() >= window {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Asserts that `f` keeps holding for `window` (fails at the first poll it does not).
+pub fn stays(window: Duration, what: &str, f: impl FnMut() -> bool) {
+    assert!(holds_for(window, f), "{what} stopped holding");
 }
 
 /// `kubectl get` one JSONPath value.
