@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod build_info;
 pub mod catalog;
 pub mod cli;
 pub mod controller;

@@ -128,6 +128,14 @@ pub struct RouteLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildLabels {
+    pub version: String,
+    pub commit: String,
+    pub rustc: String,
+    pub target: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct IndexLabels {
     pub index: String,
 }
@@ -253,6 +261,21 @@ impl Default for Metrics {
             "Kubernetes Events published",
             events_published.clone(),
         );
+        let build_info = Family::<BuildLabels, Gauge>::default();
+        let b = crate::build_info::BUILD;
+        build_info
+            .get_or_create(&BuildLabels {
+                version: b.version.into(),
+                commit: b.commit.into(),
+                rustc: b.rustc.into(),
+                target: b.target.into(),
+            })
+            .set(1);
+        registry.register(
+            "semops_build_info",
+            "Always 1; the labels say which build this is",
+            build_info,
+        );
         let checks = CheckMetrics::register(&mut registry);
         let api = ApiMetrics::register(&mut registry);
         Self {
@@ -354,6 +377,7 @@ mod tests {
             "controller_runtime_reconcile_errors_total{controller=\"semanticmodel\"} 1",
             "controller_runtime_reconcile_time_seconds_bucket",
             "semops_status_writes_total{controller=\"semanticmodel\"} 1",
+            "semops_build_info{version=\"",
         ] {
             assert!(text.contains(name), "missing {name} in\n{text}");
         }

@@ -46,6 +46,19 @@ fn the_committed_condition_reference_matches_the_code() {
 }
 
 #[test]
+fn the_chart_readme_matches_its_values_yaml() {
+    assert_eq!(
+        read("charts/semops/README.md"),
+        semops::cli::reference::chart_readme(
+            &read("charts/semops/values.yaml"),
+            env!("CARGO_PKG_VERSION")
+        )
+        .unwrap(),
+        "charts/semops/README.md is stale; run hack/generate"
+    );
+}
+
+#[test]
 fn chart_argocd_health_checks_match_the_documented_ones() {
     for kind in ["SemanticModel", "Catalog", "ReconcilePolicy"] {
         assert_eq!(

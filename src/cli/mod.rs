@@ -3,8 +3,10 @@
 //! error), 2 the command could not run (bad arguments, unreadable files, unreachable API).
 
 pub mod crd;
+pub mod healthcheck;
 pub mod ossie;
 pub mod query;
+pub mod reference;
 pub mod run;
 pub mod validate;
 
@@ -17,6 +19,7 @@ use clap::{Parser, Subcommand};
 #[command(
     name = "semops",
     version,
+    long_version = crate::build_info::LONG_VERSION,
     about = "Governs semantic-layer metadata on Kubernetes"
 )]
 struct Cli {
@@ -92,11 +95,21 @@ enum Command {
     Ossie(ossie::OssieCommand),
     /// Print the read API's OpenAPI document.
     Openapi,
-    /// Print generated reference documentation (`conditions`: docs/conditions.md).
+    /// Ask a probe endpoint (e.g. /readyz) until it answers 200; exit 1 when it never does.
+    Healthcheck(healthcheck::HealthcheckArgs),
+    /// Print the version, git commit, build date, compiler and target (`-o json` for tools).
+    Version {
+        #[arg(short = 'o', long, value_enum, default_value = "text")]
+        output: VersionFormat,
+    },
+    /// Print generated reference documentation: `conditions` (docs/conditions.md) or
+    /// `chart-values FILE` (the chart README from its values.yaml).
     #[command(hide = true)]
     Reference {
-        #[arg(value_parser = ["conditions"])]
+        #[arg(value_parser = ["conditions", "chart-values"])]
         what: String,
+        /// values.yaml, for chart-values.
+        file: Option<PathBuf>,
     },
     /// Check manifests offline (contract and model-local rules); exit code 1 on any problem.
     Validate {
@@ -104,6 +117,12 @@ enum Command {
         #[arg(short = 'f', long = "filename", required = true)]
         paths: Vec<PathBuf>,
     },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum VersionFormat {
+    Text,
+    Json,
 }
 
 /// Parses the command line and runs the verb.
@@ -127,14 +146,51 @@ pub fn main() -> ExitCode {
             }
         },
         Command::Validate { paths } => validate::main(&paths),
+        Command::Healthcheck(args) => healthcheck::main(args),
+        Command::Version { output } => {
+            let build = crate::build_info::BUILD;
+            match output {
+                VersionFormat::Text => print!("{}", build.text()),
+                VersionFormat::Json => println!(
+                    "{}",
+                    serde_json::to_string(&build).expect("build facts serialize")
+                ),
+            }
+            ExitCode::SUCCESS
+        }
         Command::Openapi => {
             print!("{}", crate::api::openapi::document_text());
             ExitCode::SUCCESS
         }
-        Command::Reference { what: _ } => {
-            print!("{}", crate::crd::conditions::reference());
-            ExitCode::SUCCESS
-        }
+        Command::Reference { what, file } => match (what.as_str(), file) {
+            ("conditions", _) => {
+                print!("{}", crate::crd::conditions::reference());
+                ExitCode::SUCCESS
+            }
+            (_, Some(file)) => {
+                let text = match std::fs::read_to_string(&file) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        eprintln!("error: cannot read {}: {e}", file.display());
+                        return ExitCode::from(2);
+                    }
+                };
+                match reference::chart_readme(&text, env!("CARGO_PKG_VERSION")) {
+                    Ok(doc) => {
+                        print!("{doc}");
+                        ExitCode::SUCCESS
+                    }
+                    Err(e) => {
+                        eprintln!("error: {}: {e}", file.display());
+                        ExitCode::FAILURE
+                    }
+                }
+            }
+            _ => {
+                eprintln!("error: chart-values needs the values.yaml file");
+                ExitCode::from(2)
+            }
+        },
         Command::Ossie(cmd) => ossie::main(cmd),
         Command::Lookup {
             object_type,
