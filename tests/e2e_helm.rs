@@ -155,3 +155,47 @@ fn the_chart_installs_and_its_rbac_is_sufficient_and_minimal() {
     env.kubectl_ok(&["get", "crd", "semanticmodels.semops.io"]);
     env.kubectl_ok(&["get", "sm/employee-analysis", "-n", &app_ns.name]);
 }
+
+/// The README's plain-kubectl path: CRDs applied with `kubectl apply -f crds/` first, then the
+/// chart with `--set crds.install=false` (without the flag Helm refuses to adopt the CRDs).
+#[test]
+fn helm_install_after_kubectl_applied_the_crds_works_with_the_documented_flag() {
+    let env = support::env(); // CRDs applied with kubectl
+    let ns = env.namespace("kubectl-first");
+    let chart = format!("{ROOT}/charts/semops");
+    let refused = env
+        .tool("helm")
+        .args(["install", "first", &chart, "-n", &ns.name])
+        .output()
+        .unwrap();
+    assert!(
+        !refused.status.success(),
+        "Helm adopted CRDs it did not create"
+    );
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("cannot be imported"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    let install = env
+        .tool("helm")
+        .args([
+            "install",
+            "second",
+            &chart,
+            "-n",
+            &ns.name,
+            "--set",
+            "crds.install=false",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        install.status.success(),
+        "helm install --set crds.install=false: {}",
+        String::from_utf8_lossy(&install.stderr)
+    );
+    let notes = String::from_utf8_lossy(&install.stdout);
+    assert!(notes.contains("crds.install=false"), "NOTES: {notes}");
+    env.kubectl_ok(&["get", "deployment", "second-semops", "-n", &ns.name]);
+}

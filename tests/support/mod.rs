@@ -58,7 +58,12 @@ fn start(install_crds: bool) -> Env {
     let (kubeconfig, audit_log) = match std::env::var("SEMOPS_TEST_KUBECONFIG") {
         Ok(kc) => (PathBuf::from(kc), None),
         Err(_) => {
-            let dir = work_dir.join("cluster");
+            // One directory per cluster of this binary (with and without CRDs may both run).
+            let dir = work_dir.join(if install_crds {
+                "cluster"
+            } else {
+                "cluster-nocrds"
+            });
             let kc = run_script(
                 Command::new(format!("{ROOT}/hack/cluster"))
                     .args([

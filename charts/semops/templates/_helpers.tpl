@@ -29,3 +29,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
+
+{{- /* The image reference: by digest when one is given, else by tag (default: appVersion). */ -}}
+{{- define "semops.image" -}}
+{{- $tag := .Values.image.tag | default .Chart.AppVersion -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s:%s@%s" .Values.image.repository $tag .Values.image.digest | quote -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository $tag | quote -}}
+{{- end -}}
+{{- end -}}
