@@ -189,6 +189,7 @@ pub async fn run(
         });
     }
 
+    let mut elector_task = None;
     let leader = if cfg.leader_election {
         let api = Api::namespaced(client.clone(), &cfg.lease_namespace);
         let (elector, handle) = Elector::new(
@@ -198,7 +199,9 @@ pub async fn run(
             cfg.lease_timings.clone(),
         );
         let token = shutdown.clone();
-        tokio::spawn(async move { elector.run(token.cancelled_owned()).await });
+        elector_task = Some(tokio::spawn(async move {
+            elector.run(token.cancelled_owned()).await
+        }));
         handle
     } else {
         LeaderHandle::always()
@@ -308,21 +311,50 @@ pub async fn run(
         shutdown.clone(),
     );
 
-    let ((), (), (), served, api_served) = tokio::join!(
-        controller::drain(semantic_model::CONTROLLER, models_ctl),
-        controller::drain(catalog::CONTROLLER, catalogs_ctl),
-        controller::drain(policy::CONTROLLER, policies_ctl),
-        server,
-        api_server,
-    );
-    if let Err(e) = api_served {
-        tracing::warn!(error = %e, "read API stopped with an error");
+    let everything = async {
+        tokio::join!(
+            controller::drain(semantic_model::CONTROLLER, models_ctl),
+            controller::drain(catalog::CONTROLLER, catalogs_ctl),
+            controller::drain(policy::CONTROLLER, policies_ctl),
+            server,
+            api_server,
+        )
+    };
+    // Shutdown is bounded whatever state the process is in (API server unreachable, caches
+    // never synced, a reconcile stuck on a catalog): in-flight work gets SHUTDOWN_GRACE, then
+    // the process stops; the Lease is released when the API server answers in time.
+    let grace = async {
+        shutdown.cancelled().await;
+        tokio::time::sleep(SHUTDOWN_GRACE).await;
+    };
+    let served = tokio::select! {
+        ((), (), (), served, api_served) = everything => {
+            if let Err(e) = api_served {
+                tracing::warn!(error = %e, "read API stopped with an error");
+            }
+            served
+        }
+        () = grace => {
+            tracing::warn!(grace = ?SHUTDOWN_GRACE, "work still in flight after the shutdown grace period; stopping anyway");
+            Ok(())
+        }
+    };
+    if let Some(task) = elector_task
+        && tokio::time::timeout(LEASE_RELEASE_GRACE, task)
+            .await
+            .is_err()
+    {
+        tracing::warn!("the Lease could not be released in time; it expires instead");
     }
-    // Give the elector a moment to release the lease so a standby takes over at once.
-    tokio::time::sleep(Duration::from_millis(300)).await;
     tracing::info!("stopped");
     served
 }
+
+/// How long in-flight work may take after SIGTERM.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(7);
+/// How long the Lease release may take after that. Together with the runtime's own shutdown
+/// (1 s for blocking tasks), `semops run` ends within 10 s of SIGTERM in any state.
+pub const LEASE_RELEASE_GRACE: Duration = Duration::from_secs(2);
 
 /// The read API's rounds, run by the controllers' round engine (the API never imports it).
 pub struct ControllerRounds(pub Arc<Context>);

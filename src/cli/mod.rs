@@ -3,6 +3,7 @@
 //! error), 2 the command could not run (bad arguments, unreadable files, unreachable API).
 
 pub mod crd;
+pub mod finalizers;
 pub mod healthcheck;
 pub mod ossie;
 pub mod query;
@@ -95,6 +96,9 @@ enum Command {
     Ossie(ossie::OssieCommand),
     /// Print the read API's OpenAPI document.
     Openapi,
+    /// Remove semops's finalizers from every Catalog (run when semops is uninstalled: with no
+    /// operator, nothing else would release them).
+    ReleaseFinalizers(finalizers::ReleaseArgs),
     /// Ask a probe endpoint (e.g. /readyz) until it answers 200; exit 1 when it never does.
     Healthcheck(healthcheck::HealthcheckArgs),
     /// Print the version, git commit, build date, compiler and target (`-o json` for tools).
@@ -147,6 +151,7 @@ pub fn main() -> ExitCode {
         },
         Command::Validate { paths } => validate::main(&paths),
         Command::Healthcheck(args) => healthcheck::main(args),
+        Command::ReleaseFinalizers(args) => finalizers::main(args),
         Command::Version { output } => {
             let build = crate::build_info::BUILD;
             match output {

@@ -182,12 +182,15 @@ fn run_operator(args: RunArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(async move {
+    let result = runtime.block_on(async move {
         let client = kube::Client::try_default()
             .await
             .context("connecting to Kubernetes (KUBECONFIG or in-cluster config)")?;
         let token = CancellationToken::new();
         cancel_on_signals(token.clone());
         run(client, cfg, token).await.context("serving probes")
-    })
+    });
+    // Blocking tasks (a lineage projection, a DNS lookup) get a moment, never a say in exiting.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    result
 }

@@ -18,9 +18,7 @@ use crate::catalog::CatalogProvider;
 use crate::catalog::registry::{provider_from, registry_key};
 use crate::crd::catalog::{CheckResult, Provider};
 use crate::crd::conditions::{self, ConditionType, Desired, Status};
-use crate::crd::{
-    CATALOG_PROTECTION_FINALIZER, CHECK_REQUESTED_ANNOTATION, Catalog, SemanticModel,
-};
+use crate::crd::{CHECK_REQUESTED_ANNOTATION, Catalog, SemanticModel, wanted_finalizers};
 use crate::policy::schedule::{Periodic, Trigger, Visit, next_visit};
 use crate::policy::settings::round_settings;
 use crate::reconcile::Act;
@@ -178,28 +176,6 @@ pub fn hosted_models(models: &[Arc<SemanticModel>], catalog: &str) -> Vec<String
     v
 }
 
-/// What the protection finalizer list should be: present while models live here.
-pub fn wanted_finalizers(current: &[String], hosting: bool) -> Option<Vec<String>> {
-    let has = current.iter().any(|f| f == CATALOG_PROTECTION_FINALIZER);
-    match (hosting, has) {
-        (true, false) => Some(
-            current
-                .iter()
-                .cloned()
-                .chain([CATALOG_PROTECTION_FINALIZER.to_string()])
-                .collect(),
-        ),
-        (false, true) => Some(
-            current
-                .iter()
-                .filter(|f| *f != CATALOG_PROTECTION_FINALIZER)
-                .cloned()
-                .collect(),
-        ),
-        _ => None,
-    }
-}
-
 /// Keeps `semops.io/catalog-protection` in step with the hosted models. A Catalog being deleted
 /// while it still hosts models reports what it waits for; once empty it is released.
 async fn protect(ctx: &Context, cat: &Catalog, hosted: &[String]) -> Result<Option<Action>, Error> {
@@ -234,26 +210,4 @@ async fn protect(ctx: &Context, cat: &Catalog, hosted: &[String]) -> Result<Opti
         return Ok(Some(Action::await_change()));
     }
     Ok(None)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_protection_finalizer_follows_hosting_and_leaves_others_alone() {
-        let f = CATALOG_PROTECTION_FINALIZER.to_string();
-        let other = "example.com/keep".to_string();
-        assert_eq!(wanted_finalizers(&[], true), Some(vec![f.clone()]));
-        assert_eq!(
-            wanted_finalizers(std::slice::from_ref(&other), true),
-            Some(vec![other.clone(), f.clone()])
-        );
-        assert_eq!(
-            wanted_finalizers(&[other.clone(), f.clone()], false),
-            Some(vec![other.clone()])
-        );
-        assert_eq!(wanted_finalizers(std::slice::from_ref(&f), true), None);
-        assert_eq!(wanted_finalizers(&[other], false), None);
-    }
 }

@@ -21,6 +21,7 @@ pub struct Server {
 }
 
 static POSTGRES: OnceLock<Server> = OnceLock::new();
+static POSTGRES_FOR_PODS: OnceLock<Server> = OnceLock::new();
 static MARIADB: OnceLock<Server> = OnceLock::new();
 
 fn start(
@@ -29,6 +30,7 @@ fn start(
     user: &'static str,
     password: &'static str,
     sql: Option<&str>,
+    extra: &[&str],
 ) -> Server {
     let exe = std::env::current_exe().unwrap();
     let dir = PathBuf::from(ROOT).join("target/e2e").join(format!(
@@ -48,6 +50,7 @@ fn start(
                 .into_iter()
                 .flatten(),
         )
+        .args(extra)
         .stderr(Stdio::inherit())
         .output()
         .unwrap();
@@ -77,12 +80,28 @@ pub fn postgres() -> &'static Server {
             "postgres",
             "postgres",
             Some("examples/hr.sql"),
+            &[],
+        )
+    })
+}
+
+/// A PostgreSQL also listening on the node's address, for catalogs used by Pods (start the
+/// node-backed cluster first: the address is its bridge's).
+pub fn postgres_for_pods() -> &'static Server {
+    POSTGRES_FOR_PODS.get_or_init(|| {
+        start(
+            "postgres",
+            "pgpods",
+            "postgres",
+            "postgres",
+            Some("examples/hr.sql"),
+            &["--listen", super::NODE_IP],
         )
     })
 }
 
 pub fn mariadb() -> &'static Server {
-    MARIADB.get_or_init(|| start("mariadb", "mariadb", "root", "root", None))
+    MARIADB.get_or_init(|| start("mariadb", "mariadb", "root", "root", None, &[]))
 }
 
 impl Server {

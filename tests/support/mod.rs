@@ -44,7 +44,19 @@ fn run_script(cmd: &mut Command, what: &str) -> String {
         .to_string()
 }
 
-fn start(install_crds: bool) -> Env {
+/// What kind of cluster a test binary needs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A control plane with the CRDs applied by kubectl.
+    Crds,
+    /// A control plane without CRDs (for installing them through helm).
+    NoCrds,
+    /// A control plane with a real node, the semops image imported, no CRDs (helm installs them).
+    Node,
+}
+
+fn start(kind: Kind) -> Env {
+    let install_crds = kind == Kind::Crds;
     let bin_dir = PathBuf::from(run_script(
         Command::new(format!("{ROOT}/hack/testenv")).current_dir(ROOT),
         "hack/testenv",
@@ -59,22 +71,32 @@ fn start(install_crds: bool) -> Env {
         Ok(kc) => (PathBuf::from(kc), None),
         Err(_) => {
             // One directory per cluster of this binary (with and without CRDs may both run).
-            let dir = work_dir.join(if install_crds {
-                "cluster"
-            } else {
-                "cluster-nocrds"
+            let dir = work_dir.join(match kind {
+                Kind::Crds => "cluster",
+                Kind::NoCrds => "cluster-nocrds",
+                Kind::Node => "cluster-node",
             });
-            let kc = run_script(
-                Command::new(format!("{ROOT}/hack/cluster"))
-                    .args([
-                        "up",
-                        dir.to_str().unwrap(),
-                        "--owner-pid",
-                        &std::process::id().to_string(),
-                    ])
-                    .current_dir(ROOT),
-                "hack/cluster up",
-            );
+            let mut cmd = Command::new(format!("{ROOT}/hack/cluster"));
+            cmd.args([
+                "up",
+                dir.to_str().unwrap(),
+                "--owner-pid",
+                &std::process::id().to_string(),
+            ])
+            .current_dir(ROOT);
+            if kind == Kind::Node {
+                let archive = run_script(
+                    Command::new(format!("{ROOT}/hack/image"))
+                        .arg("--print")
+                        .current_dir(ROOT),
+                    "hack/image",
+                );
+                cmd.arg("--node").env(
+                    "SEMOPS_NODE_IMAGES",
+                    format!("{archive}=ghcr.io/semops/semops"),
+                );
+            }
+            let kc = run_script(&mut cmd, "hack/cluster up");
             (PathBuf::from(kc), Some(dir.join("logs/audit.log")))
         }
     };
@@ -101,13 +123,26 @@ fn start(install_crds: bool) -> Env {
 
 /// The environment of this test binary, with the CRDs installed.
 pub fn env() -> &'static Env {
-    ENV.get_or_init(|| start(true))
+    ENV.get_or_init(|| start(Kind::Crds))
 }
 
 /// An environment without CRDs (for installing them through helm).
 pub fn env_without_crds() -> &'static Env {
-    ENV_NO_CRDS.get_or_init(|| start(false))
+    ENV_NO_CRDS.get_or_init(|| start(Kind::NoCrds))
 }
+
+static ENV_NODE: OnceLock<Env> = OnceLock::new();
+
+/// An environment with a real node (hack/node) and the semops image (hack/image) in its
+/// container runtime, without CRDs. One node-backed cluster runs per machine at a time.
+pub fn node_env() -> &'static Env {
+    ENV_NODE.get_or_init(|| start(Kind::Node))
+}
+
+/// The node's address, where Pods reach this machine's servers (PostgreSQL, the API server).
+pub const NODE_IP: &str = "10.88.0.1";
+/// The node's containerd (hack/node).
+pub const NODE_CONTAINERD_SOCKET: &str = "/run/semops-node/containerd.sock";
 
 impl Env {
     pub fn tool(&self, name: &str) -> Command {
@@ -275,6 +310,16 @@ pub fn examples_with_operator(prefix: &str) -> (Namespace, Operator) {
 /// The examples/ manifests rewritten into `ns` (the Namespace object itself is skipped), with
 /// the `hr` Catalog pointed at this binary's PostgreSQL (loaded with examples/hr.sql).
 pub fn examples_in(ns: &str) -> String {
+    examples_with(ns, "127.0.0.1", db::postgres().port)
+}
+
+/// The examples for an operator running in a Pod: the `hr` Catalog points at the node's address
+/// and a PostgreSQL that listens there.
+pub fn examples_for_pods(ns: &str) -> String {
+    examples_with(ns, NODE_IP, db::postgres_for_pods().port)
+}
+
+fn examples_with(ns: &str, host: &str, port: u16) -> String {
     let mut files: Vec<_> = std::fs::read_dir(format!("{ROOT}/examples"))
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -295,7 +340,8 @@ pub fn examples_in(ns: &str) -> String {
             std::fs::read_to_string(p)
                 .unwrap()
                 .replace("namespace: example", &format!("namespace: {ns}"))
-                .replace("port: 5432", &format!("port: {}", db::postgres().port))
+                .replace("host: 127.0.0.1", &format!("host: {host}"))
+                .replace("port: 5432", &format!("port: {port}"))
         })
         .collect::<Vec<_>>()
         .join("\n---\n")

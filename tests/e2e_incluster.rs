@@ -1,0 +1,533 @@
+//! The chart's Pods on a real node (hack/node: containerd, CNI, kubelet, kube-proxy) running the
+//! image hack/image built, as users run semops: install, two replicas and one leader, the
+//! examples, the read API through `kubectl port-forward` with a real user's token, the Pod's
+//! security context, the leader's Pod deleted under edits, a rolling `helm upgrade` to another
+//! image tag with never two writers, `helm test`, and `helm uninstall` without a hanging
+//! namespace. One scenario, in order: each step builds on the last.
+
+mod support;
+
+use std::collections::{HashMap, HashSet};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::{Env, eventually, examples_for_pods, node_env, wait_ready};
+
+const RELEASE: &str = "semops";
+const SYSTEM: &str = "semops-system";
+
+fn helm(env: &Env, args: &[&str]) -> String {
+    let out = env.tool("helm").args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "helm {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn json(env: &Env, args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.extend(["-o", "json"]);
+    serde_json::from_str(&env.kubectl_ok(&all)).unwrap()
+}
+
+/// The operator's Pods: (name, IP, ready).
+fn pods(env: &Env) -> Vec<(String, String, bool)> {
+    json(
+        env,
+        &[
+            "get",
+            "pods",
+            "-n",
+            SYSTEM,
+            "-l",
+            "app.kubernetes.io/name=semops",
+        ],
+    )["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .map(|p| {
+            let ready = p["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True");
+            (
+                p["metadata"]["name"].as_str().unwrap().to_string(),
+                p["status"]["podIP"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                ready,
+            )
+        })
+        .collect()
+}
+
+fn leader(env: &Env) -> String {
+    env.kubectl_ok(&[
+        "get",
+        "lease",
+        "semops-leader",
+        "-n",
+        SYSTEM,
+        "-o",
+        "jsonpath={.spec.holderIdentity}",
+    ])
+}
+
+fn two_ready(env: &Env) -> Vec<(String, String, bool)> {
+    eventually(Duration::from_secs(180), "2/2 replicas Ready", || {
+        let p = pods(env);
+        (p.len() == 2 && p.iter().all(|x| x.2)).then_some(p)
+    })
+}
+
+/// Metric ids of every model in `ns`: (model, metric) -> id.
+fn metric_ids(env: &Env, ns: &str) -> HashMap<(String, String), String> {
+    json(env, &["get", "sm", "-n", ns])["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| {
+            let model = m["metadata"]["name"].as_str().unwrap().to_string();
+            m["status"]["metrics"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .map(move |i| {
+                    (
+                        (model.clone(), i["name"].as_str().unwrap().to_string()),
+                        i["id"].as_str().unwrap().to_string(),
+                    )
+                })
+        })
+        .collect()
+}
+
+fn model(ns: &str, i: usize, metrics: usize) -> String {
+    let ms: Vec<String> = (0..metrics)
+        .map(|k| format!("{{name: m{k}, expression: {{dialects: [{{dialect: ANSI_SQL, expression: \"COUNT(*) + {k}\"}}]}}}}"))
+        .collect();
+    format!(
+        "apiVersion: semops.io/v1alpha1\nkind: SemanticModel\nmetadata: {{name: load-{i}, namespace: {ns}}}\nspec:\n  catalog: analytics\n  schema: semantic\n  definition:\n    datasets: [{{name: e, source: hr.public.employees}}]\n    metrics: [{}]\n",
+        ms.join(", ")
+    )
+}
+
+/// Every model in `ns` accepted at its latest generation with `metrics` metrics.
+fn all_accepted(env: &Env, ns: &str, metrics: usize) -> bool {
+    json(env, &["get", "sm", "-n", ns])["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["metadata"]["name"].as_str().unwrap().starts_with("load-"))
+        .all(|m| {
+            m["status"]["acceptedGeneration"] == m["metadata"]["generation"]
+                && m["status"]["metrics"].as_array().map_or(0, Vec::len) == metrics
+        })
+}
+
+/// Ids may only be added: a kept (model, metric) keeps its id and no id names two metrics.
+fn assert_ids_only_grew(
+    before: &HashMap<(String, String), String>,
+    after: &HashMap<(String, String), String>,
+) {
+    for (k, id) in before {
+        assert_eq!(after.get(k), Some(id), "{k:?}: id lost or changed");
+    }
+    let unique: HashSet<&String> = after.values().collect();
+    assert_eq!(unique.len(), after.len(), "an id names two metrics");
+}
+
+/// The Pods that wrote status, in the API server's audit log order (their ServiceAccount tokens
+/// are bound to the Pod, whose name the API server records with the user).
+fn status_writers(env: &Env) -> Vec<String> {
+    let log = std::fs::read_to_string(env.audit_log.as_ref().unwrap()).unwrap();
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| {
+            e["stage"] == "ResponseComplete"
+                && e["verb"] == "update"
+                && e["objectRef"]["apiGroup"] == "semops.io"
+                && e["objectRef"]["subresource"] == "status"
+                && e["responseStatus"]["code"] == 200
+        })
+        .map(|e| {
+            e["user"]["extra"]["authentication.kubernetes.io/pod-name"][0]
+                .as_str()
+                .unwrap_or("(not a Pod)")
+                .to_string()
+        })
+        .collect()
+}
+
+/// Never two writers: once another replica has written, an earlier writer never writes again.
+fn assert_writers_never_interleave(writers: &[String]) {
+    let mut finished: Vec<&String> = vec![];
+    let mut current: Option<&String> = None;
+    for w in writers {
+        if current != Some(w) {
+            assert!(
+                !finished.contains(&w),
+                "{w} wrote again after another replica took over: {writers:?}"
+            );
+            if let Some(c) = current {
+                finished.push(c);
+            }
+            current = Some(w);
+        }
+    }
+}
+
+/// `kubectl port-forward svc/semops` on a free local port, until dropped.
+struct Forward(Child, u16);
+
+impl Forward {
+    fn start(env: &Env) -> Forward {
+        let mut child = env
+            .tool("kubectl")
+            .args([
+                "port-forward",
+                "-n",
+                SYSTEM,
+                &format!("svc/{RELEASE}"),
+                ":8090",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        out.read_line(&mut line).unwrap();
+        // Keep reading: kubectl logs each connection, and dies of a closed pipe otherwise.
+        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+        // "Forwarding from 127.0.0.1:PORT -> 8090"
+        let port = line
+            .split("127.0.0.1:")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("port-forward said {line:?}"));
+        Forward(child, port)
+    }
+}
+
+impl Drop for Forward {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn the_chart_runs_for_real_from_install_to_uninstall() {
+    let env = node_env();
+    let chart = format!("{}/charts/semops", support::ROOT);
+
+    // Install: the CRDs come with the chart; the image is the one hack/image built.
+    helm(
+        env,
+        &[
+            "install",
+            RELEASE,
+            &chart,
+            "-n",
+            SYSTEM,
+            "--create-namespace",
+            "--set",
+            "image.pullPolicy=Never",
+            "--set",
+            "leaderElection.leaseDurationSeconds=6",
+        ],
+    );
+    let replicas = two_ready(env);
+    let holder = eventually(Duration::from_secs(60), "a leader", || {
+        let l = leader(env);
+        (!l.is_empty()).then_some(l)
+    });
+    assert!(
+        replicas.iter().any(|p| p.0 == holder),
+        "the Lease names one of the replicas: {holder} vs {replicas:?}"
+    );
+
+    // The examples become Ready, reconciled by the Pods.
+    let app = env.namespace("app");
+    env.apply_ok(&examples_for_pods(&app.name));
+    for (what, reason) in [
+        ("sm/employee-analysis", "Accepted"),
+        ("cat/hr", "Configured"),
+        ("cat/analytics", "Configured"),
+        ("rpol/strict", "Valid"),
+    ] {
+        wait_ready(env, &app.name, what, "True", reason);
+    }
+
+    // The Pod's security context really applies: uid 65532, read-only root filesystem.
+    let ps = Command::new("ps")
+        .args(["-eo", "pid=,uid=,args="])
+        .output()
+        .unwrap();
+    let ours: Vec<(String, String)> = String::from_utf8_lossy(&ps.stdout)
+        .lines()
+        .filter(|l| l.contains("/semops run"))
+        .map(|l| {
+            let mut f = l.split_whitespace();
+            (f.next().unwrap().to_string(), f.next().unwrap().to_string())
+        })
+        .collect();
+    assert_eq!(ours.len(), 2, "two operator processes on the node");
+    for (pid, uid) in &ours {
+        assert_eq!(uid, "65532", "process {pid}");
+        let mounts = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap();
+        let root = mounts
+            .lines()
+            .find(|l| l.split_whitespace().nth(4) == Some("/"))
+            .unwrap();
+        assert!(
+            root.split_whitespace()
+                .nth(5)
+                .unwrap()
+                .split(',')
+                .any(|o| o == "ro"),
+            "process {pid}: the root filesystem is writable: {root}"
+        );
+    }
+
+    // The read API through `kubectl port-forward`, with a real user's token (TokenReview and
+    // SubjectAccessReview made by the Pod).
+    let token = env.service_account_token(
+        &app.name,
+        "reader",
+        "[{apiGroups: [semops.io], resources: [catalogs, semanticmodels], verbs: [get]}]",
+        &[
+            ("get", "catalogs.semops.io"),
+            ("get", "semanticmodels.semops.io"),
+        ],
+    );
+    let forward = Forward::start(env);
+    let lookup = format!(
+        "/api/metalakes/{}/objects/table/hr.public.employees/semantic-model-datasets",
+        app.name
+    );
+    let (code, body) = support::checks::request(forward.1, "GET", &lookup, Some(&token), None);
+    assert_eq!(code, 200, "{body}");
+    assert!(
+        body.contains("employee_analysis") && body.contains("\"manager\""),
+        "{body}"
+    );
+    let (code, _) = support::checks::request(forward.1, "GET", &lookup, Some("not-a-token"), None);
+    assert_eq!(code, 401);
+    drop(forward);
+
+    // The leader's Pod is deleted while models are edited: the other replica takes over, every
+    // edit is accepted, no metric id is lost, reused or duplicated.
+    for i in 0..8 {
+        env.apply_ok(&model(&app.name, i, 1));
+    }
+    eventually(Duration::from_secs(120), "load models accepted", || {
+        all_accepted(env, &app.name, 1).then_some(())
+    });
+    let before = metric_ids(env, &app.name);
+    let old_leader = leader(env);
+    let deleting = Instant::now();
+    env.kubectl_ok(&["delete", "pod", &old_leader, "-n", SYSTEM, "--wait=false"]);
+    for i in 0..8 {
+        env.apply_ok(&model(&app.name, i, 2));
+    }
+    let new_leader = eventually(Duration::from_secs(120), "another replica leads", || {
+        let l = leader(env);
+        (!l.is_empty() && l != old_leader).then_some(l)
+    });
+    eventually(
+        Duration::from_secs(180),
+        "edits made during the takeover accepted",
+        || all_accepted(env, &app.name, 2).then_some(()),
+    );
+    println!(
+        "takeover: {new_leader} leads after {old_leader}'s Pod was deleted; edits accepted {:?} after the delete",
+        deleting.elapsed()
+    );
+    let after_failover = metric_ids(env, &app.name);
+    assert_ids_only_grew(&before, &after_failover);
+    two_ready(env);
+
+    // A rolling upgrade to another image tag (and chart version, so the CRDs change): the
+    // Deployment rolls, the CRDs are updated, edits keep being accepted, never two writers.
+    let archive = Command::new(format!("{}/hack/image", support::ROOT))
+        .arg("--print")
+        .output()
+        .unwrap();
+    let archive = String::from_utf8(archive.stdout)
+        .unwrap()
+        .trim()
+        .to_string();
+    let tagged = Command::new("ctr")
+        .args(["--address", support::NODE_CONTAINERD_SOCKET])
+        .args(["-n", "k8s.io", "images", "tag", "--force"])
+        .arg(format!(
+            "ghcr.io/semops/semops:{}",
+            env!("CARGO_PKG_VERSION")
+        ))
+        .arg(format!(
+            "ghcr.io/semops/semops:{}-next",
+            env!("CARGO_PKG_VERSION")
+        ))
+        .status()
+        .unwrap();
+    assert!(tagged.success(), "tagging {archive}");
+    let next_chart = env.work_dir.join("chart-next");
+    let copied = Command::new("cp")
+        .args(["-r", &chart])
+        .arg(&next_chart)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let chart_yaml = next_chart.join("Chart.yaml");
+    let text = std::fs::read_to_string(&chart_yaml).unwrap();
+    std::fs::write(
+        &chart_yaml,
+        text.replace("version: 0.2.0", "version: 0.2.1"),
+    )
+    .unwrap();
+    let writers_before = status_writers(env).len();
+    let ids_before = metric_ids(env, &app.name);
+    for i in 0..8 {
+        env.apply_ok(&model(&app.name, i, 3));
+    }
+    helm(
+        env,
+        &[
+            "upgrade",
+            RELEASE,
+            next_chart.to_str().unwrap(),
+            "-n",
+            SYSTEM,
+            "--reuse-values",
+            "--set",
+            &format!("image.tag={}-next", env!("CARGO_PKG_VERSION")),
+        ],
+    );
+    // Edits keep coming while the Deployment rolls (a comment each: a new revision each).
+    let rolling = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let editor = {
+        let (rolling, ns) = (rolling.clone(), app.name.clone());
+        std::thread::spawn(move || {
+            let mut edits = 0;
+            while rolling.load(std::sync::atomic::Ordering::Relaxed) {
+                let i = edits % 8;
+                let yaml = model(&ns, i, 4).replace(
+                    "  catalog: analytics\n",
+                    &format!("  catalog: analytics\n  comment: edit {edits}\n"),
+                );
+                node_env().apply_ok(&yaml);
+                edits += 1;
+            }
+            edits
+        })
+    };
+    env.kubectl_ok(&[
+        "rollout",
+        "status",
+        "deployment",
+        RELEASE,
+        "-n",
+        SYSTEM,
+        "--timeout=180s",
+    ]);
+    rolling.store(false, std::sync::atomic::Ordering::Relaxed);
+    let edits = editor.join().unwrap();
+    println!("{edits} edits during the rolling upgrade");
+    let rolled = two_ready(env);
+    for (name, _, _) in &rolled {
+        let image = env.kubectl_ok(&[
+            "get",
+            "pod",
+            name,
+            "-n",
+            SYSTEM,
+            "-o",
+            "jsonpath={.spec.containers[0].image}",
+        ]);
+        assert!(image.ends_with("-next"), "{name} runs {image}");
+    }
+    let crd_chart = env.kubectl_ok(&[
+        "get",
+        "crd",
+        "semanticmodels.semops.io",
+        "-o",
+        "jsonpath={.metadata.labels.helm\\.sh/chart}",
+    ]);
+    assert_eq!(crd_chart, "semops-0.2.1", "the upgrade updated the CRDs");
+    // One more edit for every model: the new ReplicaSet's leader accepts them.
+    for i in 0..8 {
+        env.apply_ok(&model(&app.name, i, 5));
+    }
+    eventually(
+        Duration::from_secs(180),
+        "edits across the upgrade accepted",
+        || all_accepted(env, &app.name, 5).then_some(()),
+    );
+    assert_ids_only_grew(&ids_before, &metric_ids(env, &app.name));
+    let writers = status_writers(env);
+    assert!(
+        writers.len() > writers_before,
+        "no status write was audited"
+    );
+    assert!(
+        rolled
+            .iter()
+            .any(|(name, _, _)| writers.last() == Some(name)),
+        "a Pod of the upgraded Deployment writes now: {:?}",
+        writers.last()
+    );
+    assert_writers_never_interleave(&writers);
+    println!(
+        "status writers in order: {:?}",
+        writers.iter().fold(Vec::<&String>::new(), |mut v, w| {
+            if v.last() != Some(&w) {
+                v.push(w);
+            }
+            v
+        })
+    );
+
+    // helm test: a Pod with the image asks the Service's /readyz.
+    let tested = helm(env, &["test", RELEASE, "-n", SYSTEM]);
+    assert!(tested.contains("Phase:          Succeeded"), "{tested}");
+
+    // Uninstall leaves the CRDs and the user's objects; the hook releases the finalizers, so
+    // deleting a namespace with models and Catalogs completes.
+    helm(env, &["uninstall", RELEASE, "-n", SYSTEM, "--wait"]);
+    env.kubectl_ok(&["get", "crd", "semanticmodels.semops.io"]);
+    env.kubectl_ok(&["get", "sm/employee-analysis", "cat/hr", "-n", &app.name]);
+    let finalizers = env.kubectl_ok(&[
+        "get",
+        "cat",
+        "analytics",
+        "-n",
+        &app.name,
+        "-o",
+        "jsonpath={.metadata.finalizers}",
+    ]);
+    assert!(
+        !finalizers.contains("semops.io"),
+        "finalizer left: {finalizers}"
+    );
+    env.kubectl_ok(&["delete", "namespace", &app.name, "--wait=false"]);
+    eventually(Duration::from_secs(120), "the namespace gone", || {
+        (!env
+            .kubectl(&["get", "namespace", &app.name])
+            .status
+            .success())
+        .then_some(())
+    });
+}
