@@ -34,7 +34,6 @@ pub(super) async fn committed(
     took: Duration,
 ) {
     let result = classified.result();
-    count_round(ctx, cat, result);
     set_state_gauges(ctx, cat, &classified.states);
     if let Some(o) = &classified.outcome {
         publish_transitions(
@@ -47,6 +46,8 @@ pub(super) async fn committed(
         )
         .await;
     }
+    // Counted after its Events: a counted round has told everything it will tell.
+    count_round(ctx, cat, result);
     let (stale, renamed, removed) = classified.counts();
     tracing::info!(
         trigger = %trigger,
