@@ -62,6 +62,7 @@ fn main() {
         port,
         database: Some("postgres".into()),
         ssl_mode: SslMode::Disable,
+        ca_pem: None,
         credentials: Credentials::new("postgres", "postgres"),
         connect_timeout: Duration::from_secs(5),
         statement_timeout: Duration::from_secs(30),

@@ -56,6 +56,8 @@ pub struct RunConfig {
     pub api_auth: bool,
     /// Lineage bounds, admission and deadline.
     pub lineage: crate::api::lineage::LineageSettings,
+    /// Where Catalog connections may go (empty: anywhere).
+    pub allowed_catalog_hosts: crate::catalog::egress::HostAllowList,
 }
 
 /// Keeps the read API's index in step with the model watch, relists included.
@@ -152,7 +154,9 @@ pub async fn run(
             t.on_model(e, &s)
         },
     ));
-    let providers = Arc::new(Registry::default());
+    let providers = Arc::new(Registry::with_allowed_hosts(
+        cfg.allowed_catalog_hosts.clone(),
+    ));
     let (t, s, reg) = (triggers.clone(), stores.clone(), providers.clone());
     tokio::spawn(watch_kind(
         &client,

@@ -224,6 +224,77 @@ fn rbac_is_least_privilege_without_wildcards() {
     }
 }
 
+/// `rbac.secretNamespaces`: Secrets and ControllerRevisions only through a Role in each listed
+/// namespace, nowhere cluster-wide.
+#[test]
+fn secret_namespaces_move_secret_and_revision_access_into_roles() {
+    let grants = |role: &Value, resource: &str| {
+        role["rules"].as_array().unwrap().iter().any(|r| {
+            r["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|x| x == resource)
+        })
+    };
+    let objects = render(&[]);
+    let cluster = find(&objects, "ClusterRole")[0];
+    assert!(grants(cluster, "secrets") && grants(cluster, "controllerrevisions"));
+
+    let objects = render(&["rbac.secretNamespaces={team-a,team-b}"]);
+    let cluster = find(&objects, "ClusterRole")[0];
+    assert!(!grants(cluster, "secrets") && !grants(cluster, "controllerrevisions"));
+    let roles: Vec<&Value> = find(&objects, "Role")
+        .into_iter()
+        .filter(|r| grants(r, "secrets"))
+        .collect();
+    let namespaces: Vec<&str> = roles
+        .iter()
+        .map(|r| r["metadata"]["namespace"].as_str().unwrap())
+        .collect();
+    assert_eq!(namespaces, ["team-a", "team-b"]);
+    assert!(roles.iter().all(|r| grants(r, "controllerrevisions")));
+    let bound: Vec<&str> = find(&objects, "RoleBinding")
+        .iter()
+        .filter(|b| b["roleRef"]["name"] == roles[0]["metadata"]["name"])
+        .map(|b| b["metadata"]["namespace"].as_str().unwrap())
+        .collect();
+    assert_eq!(bound, ["team-a", "team-b"]);
+}
+
+/// The egress allow-list: the operator flag and the NetworkPolicy's egress rules.
+#[test]
+fn catalog_egress_is_limited_by_flag_and_network_policy() {
+    let objects = render(&[
+        "allowedCatalogHosts={10.0.0.0/8,*.db.svc.cluster.local}",
+        "networkPolicy.enabled=true",
+        "networkPolicy.egress[0].ports[0].port=5432",
+    ]);
+    let args =
+        &find(&objects, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"];
+    assert!(
+        args.as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a == "--allowed-catalog-hosts=10.0.0.0/8,*.db.svc.cluster.local"),
+        "{args}"
+    );
+    let policy = find(&objects, "NetworkPolicy")[0];
+    assert_eq!(
+        policy["spec"]["policyTypes"],
+        serde_json::json!(["Ingress", "Egress"])
+    );
+    let egress = policy["spec"]["egress"].as_array().unwrap();
+    assert_eq!(egress.len(), 2, "DNS, then the rule given: {egress:?}");
+    assert_eq!(egress[1]["ports"][0]["port"], 5432);
+    // Without egress rules, egress is not restricted (Ingress only).
+    let objects = render(&["networkPolicy.enabled=true"]);
+    assert_eq!(
+        find(&objects, "NetworkPolicy")[0]["spec"]["policyTypes"],
+        serde_json::json!(["Ingress"])
+    );
+}
+
 #[test]
 fn crds_follow_install_and_keep_and_the_image_tag_defaults_to_the_app_version() {
     let default = render(&[]);

@@ -474,8 +474,7 @@ fn api_server_restart_and_watch_expiry() {
 fn catalog_outages_under_auto_remove() {
     const SETUP: &str = "CREATE SCHEMA app; CREATE TABLE app.a(id int); CREATE TABLE app.b(id int); CREATE SCHEMA gone;";
     const REGS: &str = "[{kind: Schema, name: app}, {kind: Schema, name: gone}, {kind: Table, schema: app, name: a}, {kind: Table, schema: app, name: b}]";
-    const POLICY: &str =
-        "enabled: false, mode: AutoRemove, probe: {timeout: 2s, concurrency: 2, batchSize: 2}";
+    const POLICY: &str = "enabled: false, mode: AutoRemove, removeAfter: {misses: 1, grace: 0s}, probe: {timeout: 2s, concurrency: 2, batchSize: 2}";
     let refused = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -861,7 +860,21 @@ fn a_canary_password_never_leaks() {
     w.check("wh");
     api("stale-schemas", "GET");
     w.sql("GRANT SELECT ON pg_catalog.pg_class TO PUBLIC;");
+    // The canary as the user name (another key of the Secret read as username): the server's
+    // "authentication failed for user ..." must come out scrubbed.
+    let username_key = |key: &str| {
+        env.kubectl_ok(&[
+            "patch", "catalog", "wh", "-n", w.ns(), "--type=merge", "-p",
+            &format!(r#"{{"spec":{{"connection":{{"credentialsSecretRef":{{"usernameKey":"{key}"}}}}}}}}"#),
+        ]);
+    };
+    username_key("password");
+    w.check("wh");
+    api("stale-entities", "GET");
+    api("reconcile", "POST");
+    username_key("username");
     let count = |text: &str| text.matches(&canary).count();
+    let metrics = count(&w.op.http_get("/metrics").unwrap_or_default());
     let logs = count(&w.op.logs());
     let events = count(&env.kubectl_ok(&["get", "events", "-n", &ns, "-o", "json"]));
     let status = count(&env.kubectl_ok(&["get", "catalogs", "-n", &ns, "-o", "json"]));
@@ -870,12 +883,12 @@ fn a_canary_password_never_leaks() {
         "canary",
         "a canary password in a Catalog Secret, through working and failing connections, rounds, reports",
         &format!(
-            "occurrences: logs {logs}, Events {events}, status {status}, API bodies {api_bodies}"
+            "occurrences: logs {logs}, Events {events}, status {status}, API bodies {api_bodies}, metrics {metrics}"
         ),
         &format!(
-            "{} API bodies, 3 rounds (connected, authentication failure, permission failure)",
+            "{} API bodies, 4 rounds (connected, authentication failure, permission failure, the canary as user name)",
             bodies.len()
         ),
     );
-    assert_eq!((logs, events, status, api_bodies), (0, 0, 0, 0));
+    assert_eq!((logs, events, status, api_bodies, metrics), (0, 0, 0, 0, 0));
 }

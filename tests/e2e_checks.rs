@@ -13,7 +13,9 @@ use support::checks::{World, catalog_yaml, condition, request};
 use support::db::postgres;
 use support::{Operator, env, eventually};
 
-const AUTO: &str = "enabled: false, mode: AutoRemove, kinds: [Schema, Table, View], probe: {timeout: 2s, concurrency: 2, batchSize: 2}";
+/// AutoRemove on the first round that finds an object missing (the tests of `removeAfter`
+/// itself set their own).
+const AUTO: &str = "enabled: false, mode: AutoRemove, removeAfter: {misses: 1, grace: 0s}, kinds: [Schema, Table, View], probe: {timeout: 2s, concurrency: 2, batchSize: 2}";
 const REPORT: &str = "enabled: false, mode: ReportOnly";
 
 const SETUP: &str = "CREATE SCHEMA app; CREATE TABLE app.orders(id int); CREATE TABLE app.items(id int); CREATE VIEW app.v AS SELECT 1 AS x; CREATE SCHEMA old;";
@@ -25,6 +27,23 @@ fn names_in(states: &[(String, String)], state: &str) -> Vec<String> {
         .filter(|(_, s)| s == state)
         .map(|(n, _)| n.clone())
         .collect()
+}
+
+/// `n` tables `bulk.t000…`: their names, the SQL creating them, and their registrations.
+fn bulk_tables(n: usize) -> (Vec<String>, String, Vec<String>) {
+    let tables: Vec<String> = (0..n).map(|i| format!("t{i:03}")).collect();
+    let setup = format!(
+        "CREATE SCHEMA bulk; {}",
+        tables
+            .iter()
+            .map(|t| format!("CREATE TABLE bulk.{t}(id int);"))
+            .collect::<String>()
+    );
+    let regs = tables
+        .iter()
+        .map(|t| format!("{{kind: Table, schema: bulk, name: {t}}}"))
+        .collect();
+    (tables, setup, regs)
 }
 
 #[test]
@@ -138,7 +157,7 @@ fn report_only_marks_drops_stale_and_auto_remove_removes_them_once_through_one_p
         w.ns(),
         "--type=merge",
         "-p",
-        r#"{"spec":{"mode":"AutoRemove"}}"#,
+        r#"{"spec":{"mode":"AutoRemove","removeAfter":{"misses":1,"grace":"0s"}}}"#,
     ]);
     eventually(
         Duration::from_secs(30),
@@ -441,22 +460,8 @@ fn a_blackholed_port_removes_nothing() {
 
 #[test]
 fn two_hundred_stale_registrations_with_a_cap_of_fifty_go_fifty_per_round() {
-    let tables: Vec<String> = (0..200).map(|i| format!("t{i:03}")).collect();
-    let setup = format!(
-        "CREATE SCHEMA bulk; {}",
-        tables
-            .iter()
-            .map(|t| format!("CREATE TABLE bulk.{t}(id int);"))
-            .collect::<String>()
-    );
-    let regs = format!(
-        "[{}]",
-        tables
-            .iter()
-            .map(|t| format!("{{kind: Table, schema: bulk, name: {t}}}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+    let (tables, setup, regs) = bulk_tables(200);
+    let regs = format!("[{}]", regs.join(", "));
     let w = World::new(
         "cap",
         &setup,
@@ -476,6 +481,32 @@ fn two_hundred_stale_registrations_with_a_cap_of_fifty_go_fifty_per_round() {
     };
     w.sql("DROP SCHEMA bulk CASCADE;");
     for round in 1..=4 {
+        if round > 1 {
+            // The cap counts per policy interval: rounds on demand (annotation or API) within
+            // it remove nothing more.
+            let s = w.check("wh");
+            assert_eq!(
+                s["lastCheck"]["removed"], 0,
+                "round {round}: a forced round"
+            );
+            let (code, body) = w.api(
+                "POST",
+                &format!("/api/metalakes/{}/catalogs/wh/reconcile", w.ns()),
+                Some("{}"),
+            );
+            assert_eq!(code, 200, "{body}");
+            let status = &w.catalog("wh")["status"];
+            assert_eq!(
+                status["lastCheck"]["removed"], 0,
+                "round {round}: an API round"
+            );
+            assert_eq!(
+                status["removalWindow"]["removed"], 50,
+                "the window's removals"
+            );
+            // The interval passes.
+            w.age_removal_window("wh", Duration::from_secs(2 * 3600));
+        }
         let s = w.check("wh");
         let states = World::states(&s);
         let removed = names_in(&states, "Removed");
@@ -521,7 +552,7 @@ fn rounds_follow_the_effective_policy_reference_selector_and_namespace_with_over
     let ns = w.ns();
     let pg = postgres();
     env.apply_ok(&format!(
-        "apiVersion: semops.io/v1alpha1\nkind: ReconcilePolicy\nmetadata: {{name: a-auto, namespace: {ns}}}\nspec: {{enabled: false, mode: AutoRemove, catalogSelector: {{matchLabels: {{tier: gold}}}}}}\n---\n\
+        "apiVersion: semops.io/v1alpha1\nkind: ReconcilePolicy\nmetadata: {{name: a-auto, namespace: {ns}}}\nspec: {{enabled: false, mode: AutoRemove, removeAfter: {{misses: 1, grace: 0s}}, catalogSelector: {{matchLabels: {{tier: gold}}}}}}\n---\n\
          apiVersion: semops.io/v1alpha1\nkind: ReconcilePolicy\nmetadata: {{name: b-report, namespace: {ns}}}\nspec: {{enabled: false, mode: ReportOnly, catalogSelector: {{matchLabels: {{tier: gold}}}}}}\n---\n\
          apiVersion: semops.io/v1alpha1\nkind: ReconcilePolicy\nmetadata: {{name: z-report, namespace: {ns}}}\nspec: {{enabled: false, mode: ReportOnly, catalogSelector: {{matchLabels: {{tier: none}}}}}}\n---\n{}---\n{}",
         catalog_yaml(ns, "gold", &w.db, pg.port, "[{kind: Table, schema: app, name: items}]", ", labels: {tier: gold}"),
@@ -626,7 +657,7 @@ fn a_restart_resumes_the_persisted_schedule_without_a_probe_storm() {
         SETUP,
         "[{kind: Table, schema: app, name: items}]",
         // A year: no catalog's first visit can fall inside this test by chance.
-        "enabled: true, interval: 8760h, jitter: 0.2, mode: AutoRemove",
+        "enabled: true, interval: 8760h, jitter: 0.2, mode: AutoRemove, removeAfter: {misses: 1, grace: 0s}",
         &[],
     );
     let ns = w.ns().to_string();
@@ -807,22 +838,8 @@ fn the_report_and_reconcile_endpoints_follow_rbac_and_only_the_leader_records() 
 #[test]
 fn rounds_respect_the_global_bound_and_one_round_per_catalog() {
     use support::checks::{logged_rounds, most_at_once};
-    let tables: Vec<String> = (0..800).map(|i| format!("t{i}")).collect();
-    let setup = format!(
-        "CREATE SCHEMA bulk; {}",
-        tables
-            .iter()
-            .map(|t| format!("CREATE TABLE bulk.{t}(id int);"))
-            .collect::<String>()
-    );
-    let regs = format!(
-        "[{}]",
-        tables
-            .iter()
-            .map(|t| format!("{{kind: Table, schema: bulk, name: {t}}}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+    let (_, setup, regs) = bulk_tables(800);
+    let regs = format!("[{}]", regs.join(", "));
     // One probe per batch, one batch at a time: a round is hundreds of requests.
     let policy = "enabled: false, mode: ReportOnly, probe: {concurrency: 1, batchSize: 1}";
     let run = |bound: &str| {
@@ -884,7 +901,7 @@ fn a_refused_commit_removes_nothing_and_the_retry_removes_once() {
         "refused",
         "CREATE SCHEMA app; CREATE TABLE app.orders(id int); CREATE TABLE app.items(id int);",
         "[{kind: Table, schema: app, name: orders}, {kind: Table, schema: app, name: items}]",
-        "enabled: false, mode: AutoRemove, probe: {timeout: 8s}",
+        "enabled: false, mode: AutoRemove, removeAfter: {misses: 1, grace: 0s}, probe: {timeout: 8s}",
         &[],
     );
     w.check("wh");
@@ -965,4 +982,195 @@ fn a_refused_commit_removes_nothing_and_the_retry_removes_once() {
         "the refused round published an Event: {removed:?}"
     );
     assert_eq!(w.removed_metric(), 1.0);
+}
+
+#[test]
+fn one_invalid_registration_among_a_hundred_is_set_apart_and_the_round_goes_on() {
+    let (_, setup, regs) = bulk_tables(100);
+    // 70 bytes: PostgreSQL truncates names to 63, so no table can carry it, and probing it
+    // must not fail the other 100.
+    let long = "x".repeat(70);
+    let regs = format!(
+        "[{}, {{kind: Table, schema: bulk, name: {long}}}]",
+        regs.join(", ")
+    );
+    let w = World::new("invalid", &setup, &regs, AUTO, &[]);
+    let s = w.check("wh");
+    let states = World::states(&s);
+    assert_eq!(names_in(&states, "Live").len(), 100);
+    assert_eq!(names_in(&states, "Invalid"), vec![long.clone()]);
+    assert_eq!(s["lastCheck"]["result"], "Completed");
+    assert_eq!(
+        s["lastCheck"]["probed"], 100,
+        "the invalid name is never probed"
+    );
+    let invalid = &s["registrations"][100];
+    assert!(
+        invalid["message"]
+            .as_str()
+            .unwrap()
+            .contains("at most 63 bytes"),
+        "{invalid}"
+    );
+    assert_eq!(
+        condition(&s, "RegistrationsCurrent"),
+        ("False".into(), "InvalidRegistrations".into())
+    );
+    let events = w.events("wh");
+    assert!(
+        events
+            .iter()
+            .any(|e| e.0 == "InvalidRegistration" && e.2.contains("spec.registrations[100]")),
+        "{events:?}"
+    );
+    // A second round: still Invalid, no second Event.
+    w.check("wh");
+    let again = w
+        .events("wh")
+        .iter()
+        .filter(|e| e.0 == "InvalidRegistration")
+        .count();
+    assert_eq!(again, 1);
+}
+
+#[test]
+fn a_dropped_table_is_withdrawn_only_after_the_misses_and_the_grace() {
+    let w = World::new(
+        "grace",
+        "CREATE SCHEMA app; CREATE TABLE app.a(id int); CREATE TABLE app.b(id int);",
+        "[{kind: Table, schema: app, name: a}, {kind: Table, schema: app, name: b}]",
+        "enabled: false, mode: AutoRemove, removeAfter: {misses: 3, grace: 6s}",
+        &[],
+    );
+    w.check("wh");
+    w.sql("DROP TABLE app.a;");
+    let state_of_a = |s: &Value| {
+        (
+            s["registrations"][0]["state"].as_str().unwrap().to_string(),
+            s["registrations"][0]["misses"].as_i64(),
+        )
+    };
+    let first = w.check("wh");
+    assert_eq!(state_of_a(&first), ("Stale".into(), Some(1)));
+    let started = std::time::Instant::now();
+    // Rounds within the grace: misses count up, nothing is removed even past the misses.
+    for misses in 2..=4 {
+        let s = w.check("wh");
+        if started.elapsed() < Duration::from_secs(6) {
+            assert_eq!(state_of_a(&s), ("Stale".into(), Some(misses)));
+        }
+    }
+    // The table comes back: the count starts over.
+    w.sql("CREATE TABLE app.a(id int);");
+    let back = w.check("wh");
+    assert_eq!(state_of_a(&back), ("Live".into(), None));
+    w.sql("DROP TABLE app.a;");
+    let again = w.check("wh");
+    assert_eq!(state_of_a(&again), ("Stale".into(), Some(1)));
+    let since = std::time::Instant::now();
+    w.check("wh");
+    w.check("wh");
+    // Three misses; wait out the grace from the first of them.
+    std::thread::sleep(
+        Duration::from_secs(6).saturating_sub(since.elapsed()) + Duration::from_millis(500),
+    );
+    let s = w.check("wh");
+    assert_eq!(s["registrations"][0]["state"], "Removed");
+    assert_eq!(s["registrations"][1]["state"], "Live");
+    assert_eq!(w.removed_metric(), 1.0);
+}
+
+#[test]
+fn another_database_answering_removes_nothing_until_it_is_accepted() {
+    let w = World::new(
+        "moved",
+        "CREATE SCHEMA app; CREATE TABLE app.a(id int); CREATE TABLE app.b(id int);",
+        "[{kind: Table, schema: app, name: a}, {kind: Table, schema: app, name: b}]",
+        AUTO,
+        &[],
+    );
+    let before = w.check("wh");
+    let recorded = before["server"].as_str().unwrap().to_string();
+    assert!(recorded.starts_with("pg:"), "{recorded}");
+    // Another database of the same server, holding only app.a, grants the reader CONNECT.
+    let pg = postgres();
+    let other = format!("{}x", w.db);
+    pg.psql("postgres", &format!("CREATE DATABASE {other}"));
+    pg.psql(&other, "CREATE SCHEMA app; CREATE TABLE app.a(id int);");
+    let point_at = |db: &str| {
+        env().merge_patch(
+            w.ns(),
+            "catalog/wh",
+            &format!(r#"{{"spec":{{"connection":{{"database":"{db}"}}}}}}"#),
+        )
+    };
+    point_at(&other);
+    let s = w.check("wh");
+    assert_eq!(s["lastCheck"]["result"], "CatalogChanged");
+    assert_eq!(
+        World::states(&s),
+        vec![("a".into(), "Live".into()), ("b".into(), "Live".into())],
+        "nothing changes state on another server"
+    );
+    assert_eq!(s["server"], recorded.as_str());
+    let (status, reason) = condition(&s, "RegistrationsCurrent");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "CatalogChanged")
+    );
+    // Rounds go on changing nothing (and warn once).
+    let s = w.check("wh");
+    assert_eq!(s["lastCheck"]["result"], "CatalogChanged");
+    let warned = w
+        .events("wh")
+        .iter()
+        .filter(|e| e.0 == "CatalogChanged")
+        .count();
+    assert_eq!(warned, 1);
+    assert_eq!(w.removed_metric(), 0.0);
+
+    // Accepting the new server: the round that meets it records it and removes nothing; the
+    // next one applies the policy.
+    let message = condition_message(&s, "RegistrationsCurrent");
+    let answering = message
+        .split("semops.io/accept-server=")
+        .nth(1)
+        .unwrap()
+        .trim()
+        .to_string();
+    assert_ne!(answering, recorded);
+    env().kubectl_ok(&[
+        "annotate",
+        "catalog",
+        "wh",
+        "-n",
+        w.ns(),
+        &format!("semops.io/accept-server={answering}"),
+    ]);
+    let s = w.check("wh");
+    assert_eq!(s["lastCheck"]["result"], "Completed");
+    assert_eq!(s["server"], answering.as_str());
+    assert_eq!(
+        World::states(&s),
+        vec![("a".into(), "Live".into()), ("b".into(), "Stale".into())]
+    );
+    assert_eq!(s["lastCheck"]["removed"], 0);
+    let s = w.check("wh");
+    assert_eq!(s["registrations"][1]["state"], "Removed");
+
+    // Back to the first database, where everything exists: adopted without a person.
+    point_at(&w.db);
+    let s = w.check("wh");
+    assert_eq!(s["lastCheck"]["result"], "Completed");
+    assert_eq!(s["server"], recorded.as_str());
+    assert!(w.events("wh").iter().any(|e| e.0 == "ServerAdopted"));
+}
+
+fn condition_message(status: &Value, type_: &str) -> String {
+    status["conditions"]
+        .as_array()
+        .and_then(|a| a.iter().find(|c| c["type"] == type_))
+        .and_then(|c| c["message"].as_str())
+        .unwrap_or_default()
+        .to_string()
 }

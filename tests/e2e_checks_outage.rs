@@ -16,7 +16,7 @@ fn a_stopped_postgresql_removes_nothing_and_recovery_resumes_removals() {
         "outage",
         "CREATE SCHEMA app; CREATE TABLE app.items(id int); CREATE TABLE app.orders(id int);",
         "[{kind: Schema, name: app}, {kind: Table, schema: app, name: items}, {kind: Table, schema: app, name: orders}]",
-        "enabled: false, mode: AutoRemove, probe: {timeout: 2s}",
+        "enabled: false, mode: AutoRemove, removeAfter: {misses: 1, grace: 0s}, probe: {timeout: 2s}",
         &[],
     );
     let before = w.check("wh");

@@ -123,6 +123,27 @@ fn the_api_server_rejects_contract_violations_with_the_field_named() {
             "jitter must be in [0, 1)",
         ),
         (
+            "control character in a registration name",
+            format!(
+                "apiVersion: semops.io/v1alpha1\nkind: Catalog\nmetadata: {{name: c4, namespace: {ns}}}\nspec: {{provider: managed, registrations: [{{kind: Table, schema: s, name: \"a\\tb\"}}]}}\n"
+            ),
+            "names must not contain control characters",
+        ),
+        (
+            "negative removal grace",
+            format!(
+                "apiVersion: semops.io/v1alpha1\nkind: ReconcilePolicy\nmetadata: {{name: p4, namespace: {ns}}}\nspec: {{removeAfter: {{misses: 2, grace: -1h}}}}\n"
+            ),
+            "grace must not be negative",
+        ),
+        (
+            "zero misses",
+            format!(
+                "apiVersion: semops.io/v1alpha1\nkind: ReconcilePolicy\nmetadata: {{name: p5, namespace: {ns}}}\nspec: {{removeAfter: {{misses: 0}}}}\n"
+            ),
+            "spec.removeAfter.misses",
+        ),
+        (
             "unknown mode",
             format!(
                 "apiVersion: semops.io/v1alpha1\nkind: ReconcilePolicy\nmetadata: {{name: p3, namespace: {ns}}}\nspec: {{mode: DeleteEverything}}\n"

@@ -29,10 +29,12 @@ fn a_mariadb_catalog_is_checked_binds_models_and_serves_lookups() {
         ns,
         &["--api-auth", "none", "--leader-elect=false"],
     );
+    // TLS verified against the server's private CA (verify-full, the default).
+    env.apply_ok(&support::ca_secret(ns, "mdb-ca", &server.ca_pem()));
     env.apply_ok(&format!(
-        "apiVersion: v1\nkind: Secret\nmetadata: {{name: mdb, namespace: {ns}}}\nstringData: {{username: {user}, password: {pw}}}\n---\n\
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: mdb, namespace: {ns}, labels: {{semops.io/catalog-credentials: \"true\"}}}}\nstringData: {{username: {user}, password: {pw}}}\n---\n\
          apiVersion: semops.io/v1alpha1\nkind: ReconcilePolicy\nmetadata: {{name: p, namespace: {ns}}}\nspec: {{enabled: false, mode: ReportOnly}}\n---\n\
-         apiVersion: semops.io/v1alpha1\nkind: Catalog\nmetadata: {{name: shop, namespace: {ns}}}\nspec:\n  provider: mysql\n  connection: {{host: 127.0.0.1, port: {port}, database: {db}, sslMode: disable, credentialsSecretRef: {{name: mdb}}}}\n  registrations: [{{kind: Schema, name: {db}}}, {{kind: Table, schema: {db}, name: orders}}, {{kind: Table, schema: {db}, name: items}}, {{kind: View, schema: {db}, name: big_orders}}]\n---\n\
+         apiVersion: semops.io/v1alpha1\nkind: Catalog\nmetadata: {{name: shop, namespace: {ns}}}\nspec:\n  provider: mysql\n  connection: {{host: localhost, port: {port}, database: {db}, tls: {{caSecretRef: {{name: mdb-ca}}}}, credentialsSecretRef: {{name: mdb}}}}\n  registrations: [{{kind: Schema, name: {db}}}, {{kind: Table, schema: {db}, name: orders}}, {{kind: Table, schema: {db}, name: items}}, {{kind: View, schema: {db}, name: big_orders}}]\n---\n\
          apiVersion: semops.io/v1alpha1\nkind: Catalog\nmetadata: {{name: home, namespace: {ns}}}\nspec: {{provider: managed, registrations: [{{kind: Schema, name: semantic}}]}}\n---\n\
          apiVersion: semops.io/v1alpha1\nkind: SemanticModel\nmetadata: {{name: sales, namespace: {ns}}}\nspec:\n  catalog: home\n  schema: semantic\n  definition:\n    datasets: [{{name: o, source: shop.{db}.orders, primaryKey: [id]}}, {{name: b, source: shop.{db}.big_orders}}]\n",
         user = server.admin_user,
@@ -41,6 +43,13 @@ fn a_mariadb_catalog_is_checked_binds_models_and_serves_lookups() {
     ));
     let message = wait_ready(env, ns, "cat/shop", "True", "Configured");
     assert!(message.contains("effective policy: p"), "{message}");
+    let reachable = support::jsonpath(
+        env,
+        ns,
+        "cat/shop",
+        "{.status.conditions[?(@.type==\"Reachable\")].reason}",
+    );
+    assert_eq!(reachable, "Connected", "verify-full with the private CA");
 
     // The model's sources resolve against MariaDB (level 3: columns checked).
     wait_ready(env, ns, "sm/sales", "True", "Accepted");

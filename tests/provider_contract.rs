@@ -403,3 +403,115 @@ async fn a_batched_observation_matches_single_probes_and_finds_renamed_ids() {
         );
     }
 }
+
+/// TLS against each server's private CA (hack/tls; the certificate names `localhost` only):
+/// (host, sslMode, CA, expected error category or `None` for a connection).
+#[tokio::test]
+async fn tls_verifies_the_chain_to_the_catalog_ca_and_the_host_name_only_under_verify_full() {
+    use semops::crd::catalog::SslMode::*;
+    for system in SYSTEMS {
+        let server = system.server();
+        let (right, wrong) = (server.ca_pem(), server.other_ca_pem());
+        let cases = [
+            ("localhost", VerifyFull, Some(&right), None),
+            ("localhost", VerifyCa, Some(&right), None),
+            ("localhost", VerifyFull, Some(&wrong), Some("TlsFailed")),
+            ("localhost", VerifyCa, Some(&wrong), Some("TlsFailed")),
+            // Public roots do not know a private CA.
+            ("localhost", VerifyFull, None, Some("TlsFailed")),
+            // The certificate does not name 127.0.0.1: only verify-full cares.
+            ("127.0.0.1", VerifyFull, Some(&right), Some("TlsFailed")),
+            ("127.0.0.1", VerifyCa, Some(&right), None),
+            ("127.0.0.1", Require, None, None),
+        ];
+        for (host, mode, ca, want) in cases {
+            let mut s = support::db::settings(
+                host,
+                server.port,
+                if matches!(system, System::Postgres) {
+                    "postgres"
+                } else {
+                    "mysql"
+                },
+                server.admin_user,
+                server.admin_password,
+            );
+            s.ssl_mode = mode;
+            s.ca_pem = ca.map(|c| c.as_bytes().to_vec());
+            let got = match build(system.kind(), s) {
+                Ok(p) => p.check_connection().await,
+                Err(e) => Err(e),
+            };
+            let what = format!(
+                "{system:?} {host} {mode:?} ca={}",
+                ca.map_or("public", |c| if *c == right { "right" } else { "wrong" })
+            );
+            match (want, got) {
+                (None, Ok(())) => {}
+                (Some(reason), Err(e)) => assert_eq!(e.category().as_str(), reason, "{what}: {e}"),
+                (want, got) => panic!("{what}: wanted {want:?}, got {got:?}"),
+            }
+        }
+    }
+}
+
+/// The server identity (removal only when sure): stable for one server and database, distinct
+/// where the registrations could not have been recorded, and naming no host (a pod rename or
+/// another address for the same server changes nothing).
+#[tokio::test]
+async fn the_server_identity_is_stable_per_server_and_names_no_host() {
+    for system in SYSTEMS {
+        let (a, b) = (system.fresh(), system.fresh());
+        let id = a.provider.server_identity().await.unwrap();
+        let again = build(system.kind(), system.server().admin(&a.db))
+            .unwrap()
+            .server_identity()
+            .await
+            .unwrap();
+        assert_eq!(id, again, "{system:?}: a new pool, the same server");
+        assert!(
+            !id.contains("127.0.0.1") && !id.contains("localhost"),
+            "{id}"
+        );
+        let other = b.provider.server_identity().await.unwrap();
+        match system {
+            // PostgreSQL registrations live in one database: another one is another catalog.
+            System::Postgres => assert_ne!(id, other),
+            // MySQL schemas are server-wide: one server, one identity.
+            System::Mariadb => assert_eq!(id, other),
+        }
+        // Native ids name no host either.
+        a.sql(&format!("CREATE TABLE {}(id int)", a.qualified("t")));
+        let native = a.id_of("t").await;
+        assert!(
+            !native.contains("127.0.0.1") && !native.contains("localhost"),
+            "{native}"
+        );
+    }
+}
+
+/// Names the system cannot hold are judged without a round trip, so one of them never fails a
+/// batch of good ones.
+#[tokio::test]
+async fn names_the_system_cannot_hold_are_invalid_before_any_probe() {
+    for system in SYSTEMS {
+        let f = system.fresh();
+        let cases = [
+            ("x".repeat(65), true),
+            ("nul\0inside".to_string(), true),
+            ("plain_name".to_string(), false),
+            ("with space and ünïcode".to_string(), false),
+        ];
+        for (name, invalid) in cases {
+            let t = f.table(&name);
+            assert_eq!(
+                f.provider.invalid_name(&t).is_some(),
+                invalid,
+                "{system:?} {name:?}"
+            );
+            if !invalid {
+                assert_eq!(f.provider.probe(&[t]).await.unwrap(), vec![Probe::Absent]);
+            }
+        }
+    }
+}

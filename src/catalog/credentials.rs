@@ -24,17 +24,22 @@ impl Credentials {
         &self.password
     }
 
-    /// Removes the password (and its common encodings) from a driver message.
+    /// Removes every value read from the Secret — the password and the user name — with their
+    /// common encodings, from a driver message.
     pub fn scrub(&self, message: &str) -> String {
-        scrub_text(message, &self.password)
+        scrub_text(&scrub_text(message, &self.password), &self.username)
     }
 }
 
-/// Replaces every occurrence of `secret` in `message`; short secrets are still replaced, an empty
-/// one is ignored.
+/// Replaces every occurrence of `secret` in `message`. Values shorter than four characters are
+/// replaced where they stand as a word (replacing every `a` would make messages unreadable and
+/// protect nothing); an empty one is ignored.
 pub fn scrub_text(message: &str, secret: &str) -> String {
     if secret.is_empty() {
         return message.to_string();
+    }
+    if secret.chars().count() < 4 {
+        return replace_words(message, secret);
     }
     let mut out = message.replace(secret, "[redacted]");
     // URL-encoded form, as some drivers echo connection URLs.
@@ -54,10 +59,30 @@ pub fn scrub_text(message: &str, secret: &str) -> String {
     out
 }
 
+/// `secret` replaced where it is not part of a longer word.
+fn replace_words(message: &str, secret: &str) -> String {
+    let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(i) = rest.find(secret) {
+        let before = rest[..i].chars().next_back();
+        let after = rest[i + secret.len()..].chars().next();
+        out.push_str(&rest[..i]);
+        if word(before) || word(after) {
+            out.push_str(secret);
+        } else {
+            out.push_str("[redacted]");
+        }
+        rest = &rest[i + secret.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
 impl fmt::Debug for Credentials {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Credentials")
-            .field("username", &self.username)
+            .field("username", &"[redacted]")
             .field("password", &"[redacted]")
             .finish()
     }
@@ -65,7 +90,7 @@ impl fmt::Debug for Credentials {
 
 impl fmt::Display for Credentials {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} / [redacted]", self.username)
+        f.write_str("[redacted] / [redacted]")
     }
 }
 
@@ -74,12 +99,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn debug_and_display_never_show_the_password() {
-        let c = Credentials::new("reader", "canary-S3cr3t");
+    fn debug_and_display_never_show_a_value_from_the_secret() {
+        let c = Credentials::new("canary-user", "canary-S3cr3t");
         for text in [format!("{c:?}"), format!("{c}"), format!("{c:#?}")] {
             assert!(!text.contains("canary"), "{text}");
-            assert!(text.contains("reader"));
         }
+    }
+
+    #[test]
+    fn scrub_removes_the_user_name_too_and_short_values_only_as_words() {
+        let c = Credentials::new("SUPERSECRETTOKEN123", "pw1");
+        let out = c
+            .scrub(r#"password authentication failed for user "SUPERSECRETTOKEN123" (pw1; apw12)"#);
+        assert!(!out.contains("SUPERSECRETTOKEN123"), "{out}");
+        assert!(out.contains("([redacted]; apw12)"), "{out}");
     }
 
     #[test]
@@ -88,6 +121,7 @@ mod tests {
         let msg = "failed for postgres://u:p%40ss%20w%2Frd@h/db and p@ss w/rd";
         let out = c.scrub(msg);
         assert!(!out.contains("p@ss") && !out.contains("p%40ss"), "{out}");
-        assert_eq!(out.matches("[redacted]").count(), 2);
+        // The password twice, and the one-letter user name where it stands alone ("//u:").
+        assert_eq!(out.matches("[redacted]").count(), 3, "{out}");
     }
 }

@@ -3,10 +3,13 @@
 //! infrastructure failure is an error with a category, never `Absent`.
 
 pub mod credentials;
+pub mod egress;
 pub mod mysql;
 pub mod observe;
+mod pg_guard;
 pub mod postgres;
 pub mod registry;
+pub mod secrets;
 
 use std::fmt;
 use std::time::Duration;
@@ -90,6 +93,8 @@ pub enum ProviderError {
     Misconfigured(String),
     #[error("unexpected reply from the server: {0}")]
     Protocol(String),
+    #[error("refused to send the password: {0}")]
+    InsecureAuth(String),
 }
 
 impl ProviderError {
@@ -104,6 +109,7 @@ impl ProviderError {
             ProviderError::ServerUnavailable(_) => Reason::SERVER_UNAVAILABLE,
             ProviderError::Misconfigured(_) => Reason::MISCONFIGURED,
             ProviderError::Protocol(_) => Reason::UNEXPECTED_REPLY,
+            ProviderError::InsecureAuth(_) => Reason::INSECURE_AUTH_REFUSED,
         }
     }
 }
@@ -115,6 +121,8 @@ pub struct ConnectionSettings {
     pub port: u16,
     pub database: Option<String>,
     pub ssl_mode: crate::crd::catalog::SslMode,
+    /// PEM CA certificates to trust instead of the public roots (`tls.caSecretRef`).
+    pub ca_pem: Option<Vec<u8>>,
     pub credentials: Credentials,
     pub connect_timeout: Duration,
     pub statement_timeout: Duration,
@@ -145,6 +153,12 @@ pub trait CatalogProvider {
     /// Column names of a table or view in ordinal order; `None` when it does not exist.
     async fn columns(&self, schema: &str, name: &str)
     -> Result<Option<Vec<String>>, ProviderError>;
+    /// Which server and database answers (a removal only counts misses seen on the server the
+    /// registrations were recorded on).
+    async fn server_identity(&self) -> Result<String, ProviderError>;
+    /// Why this system cannot have an object of this name (too long, forbidden characters);
+    /// `None` when it can. Such a target is never probed: it could fail the whole round.
+    fn invalid_name(&self, target: &ProbeTarget) -> Option<String>;
 }
 
 /// Runs `fut` under a client-side deadline so a blackholed socket cannot hang a round.
@@ -172,6 +186,7 @@ mod tests {
             ProviderError::ServerUnavailable(String::new()),
             ProviderError::Misconfigured(String::new()),
             ProviderError::Protocol(String::new()),
+            ProviderError::InsecureAuth(String::new()),
         ];
         let cats: std::collections::HashSet<_> = all.iter().map(ProviderError::category).collect();
         assert_eq!(cats.len(), all.len());

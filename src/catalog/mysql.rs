@@ -4,9 +4,11 @@
 //! "not allowed to know" (1142, 1044) — the latter is `PermissionDenied`, never `Absent`.
 //!
 //! Native ids (docs/providers.md): with the PROCESS privilege, InnoDB tables get their InnoDB
-//! table id (`my:<server>:innodb:<id>`), which survives RENAME and changes on drop + create.
-//! Otherwise, and always for views and schemas, the id is name-derived
-//! (`my:<server>:name:<schema>/<name>`): a rename looks like drop + create, a recreate keeps it.
+//! table id (`my:innodb:<id>`), which survives RENAME and changes on drop + create. Otherwise,
+//! and always for views and schemas, the id is name-derived (`my:name:<schema>/<name>`): a
+//! rename looks like drop + create, a recreate keeps it. Ids name no host: a pod rename changes
+//! nothing, and which server they were recorded on is tracked apart (`server_identity`: MySQL's
+//! `server_uuid`, MariaDB's `server_id`), so a failover is recognized instead of guessed.
 
 use std::time::Duration;
 
@@ -21,16 +23,20 @@ use super::{
 use crate::crd::catalog::SslMode;
 
 pub struct MysqlProvider {
-    pool: Pool,
+    /// Built on first use (verify-ca first learns which name the certificate carries).
+    pool: OnceCell<Pool>,
     settings: ConnectionSettings,
     server: OnceCell<ServerFacts>,
 }
 
+/// Ids name no server (see the module docs).
+const ID_PREFIX: &str = "my";
+
 /// What a server tells once per pool.
 #[derive(Clone, Debug)]
 struct ServerFacts {
-    /// `my:<hostname>:<server_id>`.
-    id_prefix: String,
+    /// `mysql:<server_uuid>` or `mariadb:server_id=<n>`.
+    identity: String,
     /// 0: names compared exactly; 1 or 2: compared in lower case.
     lower_case_table_names: u8,
     /// The InnoDB dictionary view this account may read (needs PROCESS), if any.
@@ -57,6 +63,25 @@ mod code {
 
 impl MysqlProvider {
     pub fn new(settings: ConnectionSettings) -> Result<Self, ProviderError> {
+        PoolConstraints::new(0, settings.max_connections.max(1))
+            .ok_or_else(|| ProviderError::Misconfigured("bad pool size".into()))?;
+        Ok(Self {
+            pool: OnceCell::new(),
+            settings,
+            server: OnceCell::new(),
+        })
+    }
+
+    /// Connection options; `tls_name` pins the name the certificate must carry (verify-ca).
+    fn opts(&self, tls_name: Option<String>) -> Opts {
+        let settings = &self.settings;
+        let trusted = |ssl: SslOpts| match &settings.ca_pem {
+            Some(pem) => ssl
+                .with_root_certs(vec![pem.clone().into()])
+                .with_disable_built_in_roots(true),
+            None => ssl,
+        };
+        // mysql_async has no `prefer`: both explicit insecure modes go without TLS (reported).
         let ssl = match settings.ssl_mode {
             SslMode::Disable | SslMode::Prefer => None,
             SslMode::Require => Some(
@@ -64,12 +89,14 @@ impl MysqlProvider {
                     .with_danger_accept_invalid_certs(true)
                     .with_danger_skip_domain_validation(true),
             ),
-            SslMode::VerifyCa => Some(SslOpts::default().with_danger_skip_domain_validation(true)),
-            SslMode::VerifyFull => Some(SslOpts::default()),
+            SslMode::VerifyCa => {
+                Some(trusted(SslOpts::default()).with_danger_tls_hostname_override(tls_name))
+            }
+            SslMode::VerifyFull => Some(trusted(SslOpts::default())),
         };
-        let constraints = PoolConstraints::new(0, settings.max_connections.max(1))
-            .ok_or_else(|| ProviderError::Misconfigured("bad pool size".into()))?;
-        let opts = OptsBuilder::default()
+        let constraints =
+            PoolConstraints::new(0, settings.max_connections.max(1)).expect("checked in new");
+        OptsBuilder::default()
             .ip_or_hostname(settings.host.clone())
             .tcp_port(settings.port)
             .user(Some(settings.credentials.username()))
@@ -81,12 +108,32 @@ impl MysqlProvider {
                 PoolOpts::default()
                     .with_constraints(constraints)
                     .with_inactive_connection_ttl(Duration::from_secs(60)),
-            );
-        Ok(Self {
-            pool: Pool::new(Opts::from(opts)),
-            settings,
-            server: OnceCell::new(),
-        })
+            )
+            .into()
+    }
+
+    /// The pool, built on first use. verify-ca checks the chain but not the host name; the
+    /// driver cannot be told so, so a first connection verifies fully and, when only the name
+    /// differs (the chain verified), the pool pins the name the certificate carries.
+    async fn pool(&self) -> Result<&Pool, ProviderError> {
+        self.pool
+            .get_or_try_init(|| async {
+                if self.settings.ssl_mode != SslMode::VerifyCa {
+                    return Ok(Pool::new(self.opts(None)));
+                }
+                let name = match mysql_async::Conn::new(self.opts(None)).await {
+                    Ok(conn) => {
+                        let _ = conn.disconnect().await;
+                        None
+                    }
+                    Err(e) => match certificate_name(&e.to_string()) {
+                        Some(name) => Some(name),
+                        None => return Err(self.classify(&e)),
+                    },
+                };
+                Ok(Pool::new(self.opts(name)))
+            })
+            .await
     }
 
     fn deadline(&self) -> Duration {
@@ -94,7 +141,10 @@ impl MysqlProvider {
     }
 
     async fn conn(&self) -> Result<mysql_async::Conn, ProviderError> {
-        tokio::time::timeout(self.settings.connect_timeout, self.pool.get_conn())
+        let pool = tokio::time::timeout(self.settings.connect_timeout, self.pool())
+            .await
+            .map_err(|_| ProviderError::Timeout(self.settings.connect_timeout))??;
+        tokio::time::timeout(self.settings.connect_timeout, pool.get_conn())
             .await
             .map_err(|_| ProviderError::Timeout(self.settings.connect_timeout))?
             .map_err(|e| self.classify(&e))
@@ -142,17 +192,29 @@ impl MysqlProvider {
         if let Some(f) = self.server.get() {
             return Ok(f.clone());
         }
-        let row: Option<(String, String, u64, u8)> = conn
-            .query_first("SELECT VERSION(), @@hostname, @@server_id, @@lower_case_table_names")
+        let row: Option<(String, u64, u8)> = conn
+            .query_first("SELECT VERSION(), @@server_id, @@lower_case_table_names")
             .await
             .map_err(|e| self.classify(&e))?;
-        let (version, hostname, server_id, lctn) = row.ok_or_else(|| {
+        let (version, server_id, lctn) = row.ok_or_else(|| {
             ProviderError::Protocol("empty reply to the server facts query".into())
         })?;
-        let view = if version.contains("MariaDB") {
+        let mariadb = version.contains("MariaDB");
+        let view = if mariadb {
             "INNODB_SYS_TABLES"
         } else {
             "INNODB_TABLES"
+        };
+        // MySQL keeps server_uuid in its data directory (it survives restarts and pod renames);
+        // MariaDB has no persistent id, so its configured server_id stands in.
+        let identity = if mariadb {
+            format!("mariadb:server_id={server_id}")
+        } else {
+            let uuid: Option<String> = conn
+                .query_first("SELECT @@server_uuid")
+                .await
+                .map_err(|e| self.classify(&e))?;
+            format!("mysql:{}", uuid.unwrap_or_default())
         };
         // Readable only with PROCESS, checked only when rows are read (LIMIT 0 passes without
         // it); without it ids fall back to names.
@@ -177,7 +239,7 @@ impl MysqlProvider {
             Err(e) => return Err(self.classify(&e)),
         };
         let facts = ServerFacts {
-            id_prefix: format!("my:{hostname}:{server_id}"),
+            identity,
             lower_case_table_names: lctn,
             innodb_view,
         };
@@ -238,12 +300,9 @@ impl MysqlProvider {
             rows.into_iter().zip(&pairs)
         {
             let present = match &targets[*i] {
-                ProbeTarget::Schema { .. } => schema_seen.then(|| {
-                    (
-                        ObjectType::Schema,
-                        format!("{}:name:{}", facts.id_prefix, s),
-                    )
-                }),
+                ProbeTarget::Schema { .. } => {
+                    schema_seen.then(|| (ObjectType::Schema, format!("{ID_PREFIX}:name:{s}")))
+                }
                 ProbeTarget::Relation { .. } => table_type.map(|tt| {
                     let ty = if tt.contains("VIEW") {
                         ObjectType::View
@@ -253,8 +312,7 @@ impl MysqlProvider {
                     (
                         ty,
                         format!(
-                            "{}:name:{}/{}",
-                            facts.id_prefix,
+                            "{ID_PREFIX}:name:{}/{}",
                             t_schema.unwrap_or_default(),
                             t_name.unwrap_or_default()
                         ),
@@ -353,7 +411,7 @@ impl MysqlProvider {
             .map_err(|e| self.classify(&e))?;
         for ((_, id), (i, _)) in rows.into_iter().zip(&wanted) {
             if let (Some(id), Probe::Present { native_id, .. }) = (id, &mut answers[*i]) {
-                *native_id = format!("{}:innodb:{id}", facts.id_prefix);
+                *native_id = format!("{ID_PREFIX}:innodb:{id}");
             }
         }
         Ok(())
@@ -363,7 +421,7 @@ impl MysqlProvider {
         let mut conn = self.conn().await?;
         let facts = self.facts(&mut conn).await?;
         let Some(local) = native_id
-            .strip_prefix(&facts.id_prefix)
+            .strip_prefix(ID_PREFIX)
             .and_then(|r| r.strip_prefix(':'))
         else {
             return Ok(None);
@@ -471,6 +529,64 @@ impl CatalogProvider for MysqlProvider {
     ) -> Result<Option<Vec<String>>, ProviderError> {
         with_deadline(self.deadline(), self.columns_inner(schema, name)).await
     }
+
+    async fn server_identity(&self) -> Result<String, ProviderError> {
+        with_deadline(self.deadline(), async {
+            let mut conn = self.conn().await?;
+            Ok(self.facts(&mut conn).await?.identity)
+        })
+        .await
+    }
+
+    fn invalid_name(&self, target: &ProbeTarget) -> Option<String> {
+        let names: &[&str] = match target {
+            ProbeTarget::Schema { name } => &[name],
+            ProbeTarget::Relation { schema, name } => &[schema, name],
+        };
+        names.iter().find_map(|n| mysql_name_problem(n))
+    }
+}
+
+/// MySQL and MariaDB names: at most 64 characters, only Basic Multilingual Plane characters
+/// except NUL, and no trailing space (the server refuses to create anything else).
+fn mysql_name_problem(name: &str) -> Option<String> {
+    if name.chars().count() > 64 {
+        Some(format!(
+            "{name:?} is {} characters long; MySQL names are at most 64",
+            name.chars().count()
+        ))
+    } else if name.contains('\0') {
+        Some(format!(
+            "{name:?} contains NUL, which MySQL names cannot hold"
+        ))
+    } else if name.chars().any(|c| u32::from(c) > 0xFFFF) {
+        Some(format!(
+            "{name:?} has characters outside the Basic Multilingual Plane, which MySQL names cannot hold"
+        ))
+    } else if name.ends_with(' ') {
+        Some(format!(
+            "{name:?} ends with a space, which MySQL names cannot"
+        ))
+    } else {
+        None
+    }
+}
+
+/// The name a certificate carries, from rustls's "certificate not valid for name" error (its
+/// first DNS name, or IP address); `None` for any other error.
+fn certificate_name(error: &str) -> Option<String> {
+    let (_, presented) = error.split_once("certificate not valid for name")?;
+    let (_, names) = presented.split_once("is only valid for ")?;
+    if let Some((_, rest)) = names.split_once("DnsName(\"") {
+        let name = rest.split('"').next()?;
+        // A wildcard names any one label in its place.
+        return Some(match name.strip_prefix("*.") {
+            Some(parent) => format!("semops.{parent}"),
+            None => name.to_string(),
+        });
+    }
+    let (_, rest) = names.split_once("IpAddress(")?;
+    rest.split(')').next().map(str::to_string)
 }
 
 /// Backtick-quotes an identifier, doubling backticks inside.
@@ -493,6 +609,43 @@ fn target_label(t: &ProbeTarget) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_mysql_cannot_hold_are_invalid_and_others_pass() {
+        let long = "x".repeat(65);
+        for bad in [long.as_str(), "a\0b", "emoji😀", "trailing "] {
+            assert!(mysql_name_problem(bad).is_some(), "{bad:?}");
+        }
+        for good in ["x", &"é".repeat(64), "with space inside", "dots.and-dashes"] {
+            assert_eq!(mysql_name_problem(good), None, "{good:?}");
+        }
+    }
+
+    #[test]
+    fn the_certificate_name_is_read_from_the_name_mismatch_error_only() {
+        let cases = [
+            (
+                r#"invalid peer certificate: certificate not valid for name "127.0.0.1"; certificate is only valid for DnsName("db.internal") or IpAddress(10.0.0.5)"#,
+                Some("db.internal"),
+            ),
+            (
+                r#"certificate not valid for name "x"; certificate is only valid for DnsName("*.db.svc")"#,
+                Some("semops.db.svc"),
+            ),
+            (
+                r#"certificate not valid for name "x"; certificate is only valid for IpAddress(10.0.0.5)"#,
+                Some("10.0.0.5"),
+            ),
+            (r#"invalid peer certificate: UnknownIssuer"#, None),
+            (
+                r#"certificate not valid for name "x"; certificate is not valid for any names (according to its subjectAltName extension)"#,
+                None,
+            ),
+        ];
+        for (error, want) in cases {
+            assert_eq!(certificate_name(error).as_deref(), want, "{error}");
+        }
+    }
 
     #[test]
     fn identifiers_are_quoted_with_doubled_backticks() {

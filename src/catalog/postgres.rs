@@ -17,6 +17,7 @@ use rustls::{DigitallySignedStruct, SignatureScheme};
 use tokio::sync::OnceCell;
 use tokio_postgres::error::SqlState;
 
+use super::pg_guard::{AuthGuard, GuardedTls, Refuse};
 use super::{
     CatalogProvider, ConnectionSettings, Found, ObjectType, Probe, ProbeTarget, ProviderError,
     with_deadline,
@@ -55,10 +56,19 @@ impl PostgresProvider {
                 tokio_postgres::config::SslMode::Require
             }
         });
-        let tls = tokio_postgres_rustls::MakeRustlsConnect::new(tls_config(settings.ssl_mode));
-        let manager = Manager::from_config(
+        let connect = GuardedConnect {
+            host: settings.host.clone(),
+            port: settings.port,
+            timeout: settings.connect_timeout,
+            tls: tokio_postgres_rustls::MakeRustlsConnect::new(tls_config(
+                settings.ssl_mode,
+                settings.ca_pem.as_deref(),
+            )?),
+            refuse: refusals(settings.ssl_mode),
+        };
+        let manager = Manager::from_connect(
             cfg,
-            tls,
+            connect,
             ManagerConfig {
                 // Verified: a dead connection (server restart, killed backend) is never handed out.
                 recycling_method: RecyclingMethod::Verified,
@@ -129,7 +139,12 @@ impl PostgresProvider {
         }
         let text = scrub(&error_chain(e));
         let lower = text.to_lowercase();
-        if lower.contains("tls") || lower.contains("certificate") || lower.contains("handshake") {
+        if let Some(why) = guard_refusal(e) {
+            ProviderError::InsecureAuth(why)
+        } else if lower.contains("tls")
+            || lower.contains("certificate")
+            || lower.contains("handshake")
+        {
             ProviderError::Tls(text)
         } else if lower.contains("timed out") || lower.contains("timeout") {
             ProviderError::Timeout(self.settings.connect_timeout)
@@ -229,12 +244,13 @@ impl PostgresProvider {
         else {
             return Ok(None); // an id from another server or database
         };
-        let (tag, oid) = local.split_at(1);
-        let Ok(oid) = oid.parse::<i64>() else {
+        // Recorded ids come from status, which anyone with write access can edit: parse, never
+        // index (an empty or non-ASCII id must not panic the operator).
+        let Some((tag, oid)) = split_local_id(local) else {
             return Ok(None);
         };
         match tag {
-            "n" => {
+            'n' => {
                 let rows = client
                     .query("SELECT nspname::text FROM pg_catalog.pg_namespace WHERE oid = $1::bigint::oid", &[&oid])
                     .await
@@ -244,7 +260,7 @@ impl PostgresProvider {
                     object_type: ObjectType::Schema,
                 }))
             }
-            "r" => {
+            'r' => {
                 let rows = client
                     .query(
                         &format!(
@@ -324,6 +340,51 @@ impl CatalogProvider for PostgresProvider {
     ) -> Result<Option<Vec<String>>, ProviderError> {
         with_deadline(self.deadline(), self.columns_inner(schema, name)).await
     }
+
+    async fn server_identity(&self) -> Result<String, ProviderError> {
+        with_deadline(self.deadline(), async {
+            let client = self.client().await?;
+            self.id_prefix(&client).await
+        })
+        .await
+    }
+
+    fn invalid_name(&self, target: &ProbeTarget) -> Option<String> {
+        let names: &[&str] = match target {
+            ProbeTarget::Schema { name } => &[name],
+            ProbeTarget::Relation { schema, name } => &[schema, name],
+        };
+        names.iter().find_map(|n| pg_name_problem(n))
+    }
+}
+
+/// PostgreSQL identifiers are at most 63 bytes (NAMEDATALEN - 1; longer names are truncated
+/// when created, so such a registration could never match) and cannot hold NUL (the server
+/// rejects the whole statement, which would fail every probe of the round).
+fn pg_name_problem(name: &str) -> Option<String> {
+    if name.contains('\0') {
+        Some(format!(
+            "{name:?} contains a NUL character, which PostgreSQL names cannot hold"
+        ))
+    } else if name.len() > 63 {
+        Some(format!(
+            "{name:?} is {} bytes long; PostgreSQL names are at most 63 bytes",
+            name.len()
+        ))
+    } else {
+        None
+    }
+}
+
+/// `n123` / `r456` → (tag, oid); anything else (empty, other tags, non-digits) → `None`.
+fn split_local_id(local: &str) -> Option<(char, i64)> {
+    let mut chars = local.chars();
+    let tag = chars.next()?;
+    let oid = chars.as_str();
+    if oid.is_empty() || !oid.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((tag, oid.parse().ok()?))
 }
 
 fn expect_rows(got: usize, want: usize) -> Result<(), ProviderError> {
@@ -357,42 +418,136 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     parts.join(": ")
 }
 
+/// What the password guard refuses per sslMode: the `password` method always (unless TLS is
+/// off by the user's explicit choice), MD5 where the channel does not authenticate the server
+/// (an MD5 answer to a salt the attacker chose is an offline-crackable hash).
+fn refusals(mode: SslMode) -> Refuse {
+    match mode {
+        SslMode::Disable => Refuse {
+            cleartext: false,
+            md5: false,
+        },
+        SslMode::Prefer | SslMode::Require => Refuse {
+            cleartext: true,
+            md5: true,
+        },
+        SslMode::VerifyCa | SslMode::VerifyFull => Refuse {
+            cleartext: true,
+            md5: false,
+        },
+    }
+}
+
+/// The guard's refusal in a driver error, if that is what failed the connection.
+fn guard_refusal(e: &tokio_postgres::Error) -> Option<String> {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::PermissionDenied
+            && io.to_string().starts_with("the server asked for")
+        {
+            return Some(io.to_string());
+        }
+        source = s.source();
+    }
+    None
+}
+
 /// rustls settings per sslMode: prefer/require encrypt without verifying (libpq semantics);
-/// verify-ca and verify-full verify against the Mozilla roots (rustls always checks the host).
-fn tls_config(mode: SslMode) -> rustls::ClientConfig {
+/// verify-ca verifies the chain to the trusted roots (the Catalog's CA bundle, or the public
+/// roots) but not the host name; verify-full verifies both.
+fn tls_config(mode: SslMode, ca_pem: Option<&[u8]>) -> Result<rustls::ClientConfig, ProviderError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .expect("ring supports the default protocol versions");
-    match mode {
-        SslMode::VerifyCa | SslMode::VerifyFull => {
-            let roots = rustls::RootCertStore {
-                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-            };
-            builder.with_root_certificates(roots).with_no_client_auth()
+    let roots = || -> Result<rustls::RootCertStore, ProviderError> {
+        let mut roots = rustls::RootCertStore::empty();
+        match ca_pem {
+            None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
+            Some(pem) => {
+                use rustls::pki_types::pem::PemObject;
+                let mut added = 0;
+                for cert in CertificateDer::pem_slice_iter(pem) {
+                    let cert = cert.map_err(|_| {
+                        ProviderError::Misconfigured(
+                            "spec.connection.tls.caSecretRef holds something that is not a PEM certificate".into(),
+                        )
+                    })?;
+                    roots.add(cert).map_err(|e| {
+                        ProviderError::Misconfigured(format!(
+                            "spec.connection.tls.caSecretRef: a CA certificate is not usable: {e}"
+                        ))
+                    })?;
+                    added += 1;
+                }
+                if added == 0 {
+                    return Err(ProviderError::Misconfigured(
+                        "spec.connection.tls.caSecretRef holds no PEM certificate".into(),
+                    ));
+                }
+            }
         }
-        _ => builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(EncryptOnly(provider)))
-            .with_no_client_auth(),
+        Ok(roots)
+    };
+    if mode == SslMode::VerifyFull {
+        return Ok(builder
+            .with_root_certificates(roots()?)
+            .with_no_client_auth());
     }
+    // prefer/require check no chain (their verifier only borrows the signature checks), but the
+    // builder wants anchors: the public roots serve.
+    let trusted = if mode == SslMode::VerifyCa {
+        roots()?
+    } else {
+        rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned())
+    };
+    let full =
+        rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(trusted), provider)
+            .build()
+            .map_err(|e| ProviderError::Misconfigured(e.to_string()))?;
+    Ok(builder
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(Relaxed {
+            full,
+            any_certificate: mode != SslMode::VerifyCa,
+        }))
+        .with_no_client_auth())
 }
 
-/// Accepts any server certificate but still checks handshake signatures: encryption without
-/// authentication, exactly what libpq's `prefer` and `require` promise.
+/// A certificate check weaker than verify-full, over the full verifier (which still checks every
+/// handshake signature): `verify-ca` accepts a chain to a trusted root issued for another host
+/// name (libpq's meaning); `prefer`/`require` accept any certificate (encryption without
+/// authentication, libpq's meaning).
 #[derive(Debug)]
-struct EncryptOnly(Arc<rustls::crypto::CryptoProvider>);
+struct Relaxed {
+    full: Arc<rustls::client::WebPkiServerVerifier>,
+    any_certificate: bool,
+}
 
-impl ServerCertVerifier for EncryptOnly {
+impl ServerCertVerifier for Relaxed {
     fn verify_server_cert(
         &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
+        use rustls::{CertificateError, Error};
+        if self.any_certificate {
+            return Ok(ServerCertVerified::assertion());
+        }
+        match self
+            .full
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
+        {
+            // The chain is checked before the name: a name error means the chain verified.
+            Err(Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
     }
     fn verify_tls12_signature(
         &self,
@@ -400,12 +555,7 @@ impl ServerCertVerifier for EncryptOnly {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
+        self.full.verify_tls12_signature(message, cert, dss)
     }
     fn verify_tls13_signature(
         &self,
@@ -413,14 +563,169 @@ impl ServerCertVerifier for EncryptOnly {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
+        self.full.verify_tls13_signature(message, cert, dss)
     }
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
+        self.full.supported_verify_schemes()
+    }
+}
+
+/// Connects to the catalog's server itself, so the password guard can read the server's side of
+/// the startup exchange on the socket and inside TLS before tokio-postgres answers it.
+struct GuardedConnect {
+    host: String,
+    port: u16,
+    timeout: Duration,
+    tls: tokio_postgres_rustls::MakeRustlsConnect,
+    refuse: Refuse,
+}
+
+impl deadpool_postgres::Connect for GuardedConnect {
+    fn connect(
+        &self,
+        pg_config: &tokio_postgres::Config,
+    ) -> futures::future::BoxFuture<
+        '_,
+        Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>), tokio_postgres::Error>,
+    > {
+        let pg_config = pg_config.clone();
+        Box::pin(async move {
+            let tcp = tokio::time::timeout(
+                self.timeout,
+                tokio::net::TcpStream::connect((self.host.as_str(), self.port)),
+            )
+            .await
+            .unwrap_or_else(|_| {
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "connect timed out",
+                ))
+            });
+            let tcp = match tcp {
+                Ok(tcp) => tcp,
+                Err(e) => return Err(failed_with(&pg_config, e).await),
+            };
+            let _ = tcp.set_nodelay(true);
+            let mut make = self.tls.clone();
+            let tls = tokio_postgres::tls::MakeTlsConnect::<AuthGuard<tokio::net::TcpStream>>::make_tls_connect(
+                &mut make, &self.host,
+            )
+            .expect("making a rustls connector cannot fail");
+            let refuse = self.refuse;
+            let connecting = pg_config.connect_raw(
+                AuthGuard::socket(tcp, refuse),
+                GuardedTls { inner: tls, refuse },
+            );
+            let (client, connection) = match tokio::time::timeout(self.timeout, connecting).await {
+                Ok(result) => result?,
+                Err(_) => {
+                    let e = std::io::Error::new(std::io::ErrorKind::TimedOut, "startup timed out");
+                    return Err(failed_with(&pg_config, e).await);
+                }
+            };
+            let task = tokio::spawn(async move {
+                if let Err(e) = connection.await {
+                    tracing::debug!(error = %e, "catalog connection closed");
+                }
+            });
+            Ok((client, task))
+        })
+    }
+}
+
+/// A tokio-postgres error carrying `e` (its errors cannot be built from outside): a plaintext
+/// startup over a stream whose first write fails with `e`.
+async fn failed_with(
+    pg_config: &tokio_postgres::Config,
+    e: std::io::Error,
+) -> tokio_postgres::Error {
+    let mut plain = pg_config.clone();
+    plain.ssl_mode(tokio_postgres::config::SslMode::Disable);
+    match plain
+        .connect_raw(Failed(Some(e)), tokio_postgres::NoTls)
+        .await
+    {
+        Err(e) => e,
+        Ok(_) => unreachable!("a stream that fails every write cannot complete a startup"),
+    }
+}
+
+/// A stream whose first write fails with a given error (see [`GuardedConnect`]).
+struct Failed(Option<std::io::Error>);
+
+impl tokio::io::AsyncRead for Failed {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        _: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+impl tokio::io::AsyncWrite for Failed {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        _: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::task::Poll::Ready(Err(self
+            .0
+            .take()
+            .unwrap_or_else(|| std::io::Error::other("connection failed"))))
+    }
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn recorded_ids_parse_or_are_ignored() {
+        let cases = [
+            ("n42", Some(('n', 42))),
+            ("r7", Some(('r', 7))),
+            ("", None),
+            ("n", None),
+            ("r-1", None),
+            ("r+1", None),
+            ("é12", Some(('é', 12))), // an unknown tag: ignored by the caller, never a panic
+            ("r12x", None),
+            ("r99999999999999999999999", None),
+        ];
+        for (id, want) in cases {
+            assert_eq!(split_local_id(id), want, "{id:?}");
+        }
+    }
+
+    #[test]
+    fn names_postgres_cannot_hold_are_invalid() {
+        assert!(pg_name_problem(&"x".repeat(64)).is_some());
+        assert!(pg_name_problem(&"é".repeat(32)).is_some(), "64 bytes");
+        assert!(pg_name_problem("a\0b").is_some());
+        assert_eq!(pg_name_problem(&"x".repeat(63)), None);
+        assert_eq!(pg_name_problem("Ünïcode ok"), None);
+    }
+
+    proptest! {
+        // Recorded ids come from status, which anyone with write access may edit.
+        #[test]
+        fn no_recorded_id_panics_the_parser(id in ".{0,40}") {
+            let _ = split_local_id(&id);
+            let _ = pg_name_problem(&id);
+        }
     }
 }

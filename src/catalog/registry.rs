@@ -2,17 +2,18 @@
 //! changes (detected by fingerprinting the resolved settings), and the lookup of a Catalog's
 //! provider (its Secret read with `get` only) shared by the controllers and the read API.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, ResourceExt};
 
+use super::egress::HostAllowList;
 use super::mysql::MysqlProvider;
 use super::postgres::PostgresProvider;
+use super::secrets;
 use super::{
     CatalogProvider, ConnectionSettings, Credentials, Found, Probe, ProbeTarget, ProviderError,
 };
@@ -55,6 +56,18 @@ impl CatalogProvider for AnyProvider {
             AnyProvider::Mysql(p) => p.columns(schema, name).await,
         }
     }
+    async fn server_identity(&self) -> Result<String, ProviderError> {
+        match self {
+            AnyProvider::Postgres(p) => p.server_identity().await,
+            AnyProvider::Mysql(p) => p.server_identity().await,
+        }
+    }
+    fn invalid_name(&self, target: &ProbeTarget) -> Option<String> {
+        match self {
+            AnyProvider::Postgres(p) => p.invalid_name(target),
+            AnyProvider::Mysql(p) => p.invalid_name(target),
+        }
+    }
 }
 
 /// Builds a provider for a non-managed catalog.
@@ -76,21 +89,12 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const MAX_CONNECTIONS: usize = 4;
 
-/// Resolves a Catalog's connection and Secret data into settings; errors name the field to fix.
+/// A Catalog's connection with the values read from its Secrets, as provider settings.
 pub fn settings_from(
     connection: &Connection,
-    secret_data: &BTreeMap<String, ByteString>,
+    credentials: Credentials,
+    ca_pem: Option<Vec<u8>>,
 ) -> Result<ConnectionSettings, String> {
-    let r = &connection.credentials_secret_ref;
-    let read = |key: &str, field: &str| -> Result<String, String> {
-        let bytes = secret_data.get(key).ok_or_else(|| {
-            format!("Secret {:?} has no key {key:?} (spec.connection.credentialsSecretRef.{field}); add it or fix the key name", r.name)
-        })?;
-        String::from_utf8(bytes.0.clone())
-            .map_err(|_| format!("Secret {:?} key {key:?} is not UTF-8", r.name))
-    };
-    let username = read(&r.username_key, "usernameKey")?;
-    let password = read(&r.password_key, "passwordKey")?;
     let port = u16::try_from(connection.port)
         .map_err(|_| format!("spec.connection.port {} is not a TCP port", connection.port))?;
     Ok(ConnectionSettings {
@@ -98,7 +102,8 @@ pub fn settings_from(
         port,
         database: connection.database.clone(),
         ssl_mode: connection.ssl_mode.unwrap_or_default(),
-        credentials: Credentials::new(username, password),
+        ca_pem,
+        credentials,
         connect_timeout: CONNECT_TIMEOUT,
         statement_timeout: STATEMENT_TIMEOUT,
         max_connections: MAX_CONNECTIONS,
@@ -116,17 +121,39 @@ fn fingerprint(provider: Provider, s: &ConnectionSettings) -> u64 {
     )
         .hash(&mut h);
     (s.credentials.username(), s.credentials.expose_password()).hash(&mut h);
+    s.ca_pem.hash(&mut h);
     (s.connect_timeout, s.statement_timeout, s.max_connections).hash(&mut h);
     h.finish()
 }
 
-/// Pools by Catalog key (`namespace/name`).
+/// Pools by Catalog key (`namespace/name`), and where connections may go.
 #[derive(Default)]
 pub struct Registry {
     pools: Mutex<HashMap<String, (u64, Arc<AnyProvider>)>>,
+    allowed_hosts: HostAllowList,
 }
 
 impl Registry {
+    /// A registry whose Catalogs may connect only to `allowed` hosts (empty: anywhere).
+    pub fn with_allowed_hosts(allowed: HostAllowList) -> Self {
+        Self {
+            pools: Mutex::default(),
+            allowed_hosts: allowed,
+        }
+    }
+
+    /// Whether `host` may be connected to (resolving it when an address rule applies).
+    async fn host_allowed(&self, host: &str, port: u16) -> bool {
+        if self.allowed_hosts.is_empty() {
+            return true;
+        }
+        let addresses: Vec<std::net::IpAddr> = match tokio::net::lookup_host((host, port)).await {
+            Ok(found) => found.map(|a| a.ip()).collect(),
+            Err(_) => vec![],
+        };
+        self.allowed_hosts.permits(host, &addresses)
+    }
+
     /// The provider for `key`, reusing its pool unless the settings changed.
     pub fn provider_for(
         &self,
@@ -175,8 +202,9 @@ pub struct NoProvider {
     pub message: String,
 }
 
-/// The provider of a probed (non-managed) Catalog and its `host:port`: reads its Secret (get
-/// only) and reuses or rebuilds its pool. `Err` only when the API server could not be asked.
+/// The provider of a probed (non-managed) Catalog and its `host:port`: reads its Secrets (get
+/// only; used only when opted in), checks the host against the allow-list, and reuses or
+/// rebuilds its pool. `Err` only when the API server could not be asked.
 pub async fn provider_from(
     client: &kube::Client,
     providers: &Registry,
@@ -196,25 +224,65 @@ pub async fn provider_from(
         );
     };
     let ns = cat.namespace().unwrap_or_default();
-    let secret_name = &connection.credentials_secret_ref.name;
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-    let Some(secret) = secrets.get_opt(secret_name).await? else {
+    let r = &connection.credentials_secret_ref;
+    let keys = [r.username_key.as_str(), r.password_key.as_str()];
+    let Some(values) = opted_in(client, &ns, &r.name, &cat.name_any(), &keys).await? else {
         return no(
-            Reason::SECRET_NOT_FOUND,
-            format!(
-                "Secret {secret_name:?} does not exist in namespace {ns:?}; create it or fix spec.connection.credentialsSecretRef.name"
-            ),
+            Reason::CREDENTIALS_INVALID,
+            secrets::unusable("spec.connection.credentialsSecretRef", &r.name, &keys, &ns),
         );
     };
-    let settings = match settings_from(connection, &secret.data.unwrap_or_default()) {
+    let credentials = Credentials::new(values[0].clone(), values[1].clone());
+    let ca_pem = match connection
+        .tls
+        .as_ref()
+        .and_then(|t| t.ca_secret_ref.as_ref())
+    {
+        None => None,
+        Some(ca) => match opted_in(client, &ns, &ca.name, &cat.name_any(), &[&ca.key]).await? {
+            Some(v) => Some(v[0].clone().into_bytes()),
+            None => {
+                return no(
+                    Reason::CREDENTIALS_INVALID,
+                    secrets::unusable("spec.connection.tls.caSecretRef", &ca.name, &[&ca.key], &ns),
+                );
+            }
+        },
+    };
+    let settings = match settings_from(connection, credentials, ca_pem) {
         Ok(s) => s,
-        Err(message) => return no(Reason::CREDENTIALS_INVALID, message),
+        Err(message) => return no(Reason::MISCONFIGURED, message),
     };
     let endpoint = format!("{}:{}", settings.host, settings.port);
+    if !providers.host_allowed(&settings.host, settings.port).await {
+        return no(
+            Reason::HOST_NOT_ALLOWED,
+            format!(
+                "{endpoint} is not in the operator's --allowed-catalog-hosts; ask the operator's administrators to allow it, or point spec.connection.host at an allowed host"
+            ),
+        );
+    }
     match providers.provider_for(&registry_key(cat), cat.spec.provider, settings) {
         Ok(p) => Ok(Ok((p, endpoint))),
         Err(e) => no(e.category(), format!("{endpoint}: {e}")),
     }
+}
+
+/// The values of `keys` of Secret `name`, when it opted in to serve Catalog `catalog`. Every
+/// other case is `None`, whatever the reason.
+async fn opted_in(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    catalog: &str,
+    keys: &[&str],
+) -> Result<Option<Vec<String>>, kube::Error> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+    Ok(api
+        .get_opt(name)
+        .await?
+        .filter(|s| secrets::serves(s, catalog))
+        .and_then(|s| secrets::values(&s.data.unwrap_or_default(), keys)))
 }
 
 #[cfg(test)]
@@ -228,6 +296,7 @@ mod tests {
             port: 5432,
             database: Some("hr".into()),
             ssl_mode: Some(SslMode::Disable),
+            tls: None,
             credentials_secret_ref: CredentialsSecretRef {
                 name: "creds".into(),
                 username_key: "user".into(),
@@ -236,63 +305,62 @@ mod tests {
         }
     }
 
-    fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, ByteString> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
-            .collect()
+    fn settings(password: &str) -> ConnectionSettings {
+        settings_from(&connection(), Credentials::new("u", password), None).unwrap()
     }
 
     #[test]
-    fn missing_secret_keys_name_the_field_to_fix() {
-        let err = settings_from(&connection(), &data(&[("user", "u")])).unwrap_err();
-        assert!(
-            err.contains("no key \"pass\"") && err.contains("credentialsSecretRef.passwordKey"),
-            "{err}"
-        );
-        let err = settings_from(&connection(), &data(&[("pass", "p")])).unwrap_err();
-        assert!(err.contains("usernameKey"), "{err}");
+    fn the_default_ssl_mode_is_verify_full() {
+        let mut c = connection();
+        c.ssl_mode = None;
+        let s = settings_from(&c, Credentials::new("u", "p"), None).unwrap();
+        assert_eq!(s.ssl_mode, SslMode::VerifyFull);
     }
 
     #[test]
-    fn a_changed_password_or_host_changes_the_fingerprint() {
-        let a = settings_from(&connection(), &data(&[("user", "u"), ("pass", "p1")])).unwrap();
-        let b = settings_from(&connection(), &data(&[("user", "u"), ("pass", "p2")])).unwrap();
+    fn a_changed_password_host_or_ca_changes_the_fingerprint() {
+        let a = settings("p1");
+        let b = settings("p2");
         let mut c = a.clone();
         c.host = "other".into();
-        assert_eq!(
-            fingerprint(Provider::Postgresql, &a),
-            fingerprint(Provider::Postgresql, &a.clone())
-        );
-        assert_ne!(
-            fingerprint(Provider::Postgresql, &a),
-            fingerprint(Provider::Postgresql, &b)
-        );
-        assert_ne!(
-            fingerprint(Provider::Postgresql, &a),
-            fingerprint(Provider::Postgresql, &c)
-        );
-        assert_ne!(
-            fingerprint(Provider::Postgresql, &a),
-            fingerprint(Provider::Mysql, &a)
-        );
+        let mut d = a.clone();
+        d.ca_pem = Some(b"-----BEGIN CERTIFICATE-----".to_vec());
+        let fp = |s: &ConnectionSettings| fingerprint(Provider::Postgresql, s);
+        assert_eq!(fp(&a), fp(&a.clone()));
+        for other in [&b, &c, &d] {
+            assert_ne!(fp(&a), fp(other));
+        }
+        assert_ne!(fp(&a), fingerprint(Provider::Mysql, &a));
     }
 
     #[tokio::test]
     async fn the_registry_reuses_a_pool_until_the_settings_change() {
         let reg = Registry::default();
-        let a = settings_from(&connection(), &data(&[("user", "u"), ("pass", "p1")])).unwrap();
         let first = reg
-            .provider_for("ns/hr", Provider::Postgresql, a.clone())
+            .provider_for("ns/hr", Provider::Postgresql, settings("p1"))
             .unwrap();
         let again = reg
-            .provider_for("ns/hr", Provider::Postgresql, a.clone())
+            .provider_for("ns/hr", Provider::Postgresql, settings("p1"))
             .unwrap();
         assert!(Arc::ptr_eq(&first, &again));
-        let b = settings_from(&connection(), &data(&[("user", "u"), ("pass", "p2")])).unwrap();
-        let rebuilt = reg.provider_for("ns/hr", Provider::Postgresql, b).unwrap();
+        let rebuilt = reg
+            .provider_for("ns/hr", Provider::Postgresql, settings("p2"))
+            .unwrap();
         assert!(!Arc::ptr_eq(&first, &rebuilt));
         reg.remove("ns/hr");
         assert!(reg.is_empty());
+    }
+
+    #[tokio::test]
+    async fn hosts_outside_the_allow_list_are_refused_before_any_connection() {
+        let open = Registry::default();
+        assert!(open.host_allowed("anything.example", 5432).await);
+        let reg = Registry::with_allowed_hosts(
+            HostAllowList::parse(&["127.0.0.0/8".into(), "pg.data.svc".into()]).unwrap(),
+        );
+        assert!(reg.host_allowed("127.0.0.1", 5432).await);
+        assert!(reg.host_allowed("pg.data.svc", 5432).await);
+        assert!(!reg.host_allowed("10.1.2.3", 5432).await);
+        assert!(!reg.host_allowed("no-such-host.invalid", 5432).await);
     }
 }

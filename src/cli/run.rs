@@ -111,6 +111,16 @@ pub struct RunArgs {
     /// Lineage: deadline of one request (503 past it).
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     lineage_deadline: Duration,
+    /// Where Catalog connections may go: CIDRs, addresses, host names or `*.suffix` patterns,
+    /// comma-separated. Empty: anywhere. A Catalog pointing elsewhere is Reachable=False
+    /// HostNotAllowed and is never connected to.
+    #[arg(long, env = "SEMOPS_ALLOWED_CATALOG_HOSTS", value_delimiter = ',', value_parser = parse_allowed_host)]
+    allowed_catalog_hosts: Vec<String>,
+}
+
+fn parse_allowed_host(s: &str) -> Result<String, String> {
+    crate::catalog::egress::HostAllowList::parse(&[s.to_string()])?;
+    Ok(s.to_string())
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -155,6 +165,10 @@ impl RunArgs {
                 concurrency: self.lineage_concurrency as usize,
                 deadline: self.lineage_deadline,
             },
+            allowed_catalog_hosts: crate::catalog::egress::HostAllowList::parse(
+                &self.allowed_catalog_hosts,
+            )
+            .expect("each entry was parsed by clap"),
         }
     }
 }

@@ -140,6 +140,11 @@ pub enum Error {
     /// Work that waits on something outside (e.g. an unreachable catalog); retried with backoff.
     #[error("waiting: {0}")]
     Pending(Reason),
+    /// An object semops would replace or delete is not its own; it is left alone.
+    #[error(
+        "{0} is not owned by semops for this object; delete or rename it to let semops proceed"
+    )]
+    NotOwned(String),
 }
 
 impl Error {
@@ -151,6 +156,7 @@ impl Error {
             Error::MissingNamespace => "MissingNamespace",
             Error::Serialize(_) => "Serialize",
             Error::Pending(reason) => reason.as_str(),
+            Error::NotOwned(_) => "NotOwned",
         }
     }
 }

@@ -100,11 +100,12 @@ pub async fn commit<K: HasStatus>(
         Err(e) => return Err(Error::Kube(e)),
     }
     if let Some((action, after)) = flip {
+        let reason = Reason::kept(&after.reason);
         ctx.publish(
             Reporter::Controller,
             obj,
-            Severity::of(after.status == "True"),
-            &Reason::kept(&after.reason),
+            Severity::of(after.status == "True" && !reason.warns_when_true()),
+            &reason,
             action,
             after.message,
         )

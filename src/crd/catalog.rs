@@ -106,11 +106,45 @@ pub struct Connection {
     /// Database to connect to (PostgreSQL: the database holding the schemas; MySQL: optional).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub database: Option<String>,
-    /// TLS mode: disable, prefer, require, verify-ca or verify-full.
+    /// TLS mode: verify-full (the default: a certificate chain to a trusted CA, for this host),
+    /// verify-ca (chain only), require (encrypted, not verified), prefer or disable. With prefer
+    /// and disable the password may travel in clear: they are used only when written here, and
+    /// reported with a Warning.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ssl_mode: Option<SslMode>,
-    /// Secret in this namespace holding the user name and password.
+    /// TLS trust: a CA bundle for servers with private CAs (CloudNativePG, cert-manager, RDS).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsSettings>,
+    /// Secret in this namespace holding the user name and password. The Secret must carry the
+    /// label `semops.io/catalog-credentials: "true"` (and, if it has the annotation
+    /// `semops.io/allowed-catalogs`, name this Catalog there).
     pub credentials_secret_ref: CredentialsSecretRef,
+}
+
+/// TLS trust settings of a catalog connection.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsSettings {
+    /// A key of a Secret in this namespace holding PEM CA certificates to trust instead of the
+    /// public roots. The Secret follows the same opt-in rule as the credentials Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_secret_ref: Option<SecretKeyRef>,
+}
+
+/// One key of a Secret in the Catalog's namespace.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyRef {
+    /// Secret name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// Key in the Secret.
+    #[serde(default = "default_ca_key")]
+    pub key: String,
+}
+
+fn default_ca_key() -> String {
+    "ca.crt".into()
 }
 
 /// TLS mode of a catalog connection.
@@ -119,12 +153,24 @@ pub struct Connection {
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum SslMode {
+    /// No TLS: the password travels in clear (explicit only; reported with a Warning).
     Disable,
-    #[default]
+    /// TLS when the server offers it, unverified, else plaintext (explicit only; Warning).
     Prefer,
+    /// TLS, not verified: encrypted, but the server is not authenticated.
     Require,
+    /// TLS with a verified certificate chain; the host name is not checked.
     VerifyCa,
+    /// TLS with a verified chain issued for this host (the default).
+    #[default]
     VerifyFull,
+}
+
+impl SslMode {
+    /// Whether this mode may send credentials over a channel that is not encrypted.
+    pub fn may_send_in_clear(self) -> bool {
+        matches!(self, SslMode::Disable | SslMode::Prefer)
+    }
 }
 
 /// Reference to the Secret with a catalog's credentials.
@@ -153,6 +199,7 @@ fn default_password_key() -> String {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("self.kind == 'Schema' ? !has(self.schema) : has(self.schema)").message("schema is required for Table, View and Topic registrations and not allowed for Schema registrations"))]
+#[x_kube(validation = Rule::new("!self.name.matches('[\\x00-\\x1f\\x7f]') && (!has(self.schema) || !self.schema.matches('[\\x00-\\x1f\\x7f]'))").message("names must not contain control characters"))]
 pub struct Registration {
     /// Kind of object: Schema, Table, View or Topic.
     pub kind: RegistrationKind,
@@ -218,6 +265,22 @@ pub struct CatalogStatus {
     /// Recorded native id and state of each declared registration.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub registrations: Vec<RegistrationStatus>,
+    /// Identity of the server and database the registrations were recorded on (PostgreSQL:
+    /// system identifier and database oid; MySQL: server_uuid; MariaDB: server_id). A round
+    /// answered by another one changes nothing (`CatalogChanged`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// AutoRemove's cap counts per policy interval, not per round: removals in this window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removal_window: Option<RemovalWindow>,
+}
+
+/// Removals counted against `maxRemovalsPerRound` since `startedAt` (one policy interval).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RemovalWindow {
+    pub started_at: Time,
+    pub removed: i64,
 }
 
 /// Where the effective policy of a Catalog came from.
@@ -261,8 +324,11 @@ pub struct LastCheck {
     pub finished_at: Option<Time>,
     /// What started it: `periodic`, `annotation:<token>` or `api`.
     pub trigger: String,
-    /// Completed, CatalogUnreachable or Skipped.
+    /// Completed, CatalogUnreachable, CatalogChanged or Skipped.
     pub result: CheckResult,
+    /// The server and database that answered (see `status.server`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
     /// Objects probed.
     pub probed: i64,
     /// Registrations found stale.
@@ -277,7 +343,11 @@ pub struct LastCheck {
 #[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CheckResult {
     Completed,
+    /// An infrastructure failure: nothing changed.
     CatalogUnreachable,
+    /// The catalog answered as another server or database than the registrations were recorded
+    /// on: nothing changed, nothing removed.
+    CatalogChanged,
     Skipped,
 }
 
@@ -306,6 +376,15 @@ pub struct RegistrationStatus {
     /// For Removed: when it was removed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub removed_at: Option<Time>,
+    /// Consecutive successful rounds that found the object missing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub misses: Option<i64>,
+    /// When the first of those rounds ran (removal waits for the policy's grace from here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing_since: Option<Time>,
+    /// For Invalid: why this catalog cannot have such an object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 /// Lifecycle state of a registration.
@@ -317,4 +396,7 @@ pub enum RegistrationState {
     Stale,
     Renamed,
     Removed,
+    /// The name cannot exist in this catalog (too long, forbidden characters): never probed;
+    /// the rest of the round goes on.
+    Invalid,
 }

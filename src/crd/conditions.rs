@@ -180,9 +180,7 @@ reasons! {
     CONNECTED = "Connected";
     /// The Catalog is being deleted and waits for the SemanticModels it hosts.
     DELETING = "Deleting";
-    /// The credentials Secret does not exist.
-    SECRET_NOT_FOUND = "SecretNotFound";
-    /// The credentials Secret cannot be used for this Catalog (missing keys, not UTF-8).
+    /// A Secret the Catalog names cannot be used for it: missing, not opted in (label `semops.io/catalog-credentials`), not allowing this Catalog, or without the keys (the message never says which).
     CREDENTIALS_INVALID = "CredentialsInvalid";
     /// The server could not be reached (connect failed, refused, DNS).
     UNREACHABLE = "Unreachable";
@@ -210,6 +208,16 @@ reasons! {
     STALE_REGISTRATIONS = "StaleRegistrations";
     /// RegistrationsCurrent=False: the policy removed entries that spec still lists; delete them from spec.
     REMOVED_ENTRIES_IN_SPEC = "RemovedEntriesInSpec";
+    /// RegistrationsCurrent=False: registrations name objects the catalog cannot have (too long, forbidden characters).
+    INVALID_REGISTRATIONS = "InvalidRegistrations";
+    /// RegistrationsCurrent=False: the catalog answers as another server or database than the registrations were recorded on; nothing changes until `semops.io/accept-server` names it.
+    CATALOG_CHANGED = "CatalogChanged";
+    /// Reachable=True over a channel that may carry the password in clear (sslMode disable or prefer, written explicitly).
+    INSECURE_TRANSPORT = "InsecureTransport";
+    /// The server asked for the password in clear text (or as MD5 over an unencrypted channel); refused.
+    INSECURE_AUTH_REFUSED = "InsecureAuthRefused";
+    /// The catalog's host is not in the operator's `--allowed-catalog-hosts`.
+    HOST_NOT_ALLOWED = "HostNotAllowed";
 
     // ReconcilePolicy
     /// The policy's spec has a value the controller refuses (the message names the field).
@@ -230,9 +238,18 @@ reasons! {
     REGISTRATION_RESTORED = "RegistrationRestored";
     /// Event: more registration changes in one round than Events are published for.
     CHECK_ROUND_SUMMARY = "CheckRoundSummary";
+    /// Event: a registration names an object this catalog cannot have.
+    INVALID_REGISTRATION = "InvalidRegistration";
+    /// Event: the catalog answers as another server; every registration was found there (or it was accepted), so its ids were re-recorded.
+    SERVER_ADOPTED = "ServerAdopted";
 }
 
 impl Reason {
+    /// Reasons that warn although their condition is True (the Event is a Warning).
+    pub fn warns_when_true(&self) -> bool {
+        *self == Reason::INSECURE_TRANSPORT
+    }
+
     /// A reason read back from an existing condition (kept as it was).
     pub fn kept(text: &str) -> Reason {
         Reason::DOCUMENTED

@@ -21,6 +21,8 @@ pub const GROUP: &str = "semops.io";
 pub const CATALOG_PROTECTION_FINALIZER: &str = "semops.io/catalog-protection";
 /// Annotation asking for a check round soon; its value is echoed in `status.lastCheck.trigger`.
 pub const CHECK_REQUESTED_ANNOTATION: &str = "semops.io/check-requested";
+/// Accepts a Catalog's new server: set to the identity a `CatalogChanged` condition names.
+pub const ACCEPT_SERVER_ANNOTATION: &str = "semops.io/accept-server";
 /// Label carrying the owning model's uid on each of its ControllerRevisions.
 pub const MODEL_UID_LABEL: &str = "semops.io/model-uid";
 

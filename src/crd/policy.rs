@@ -64,10 +64,44 @@ pub struct ReconcilePolicySpec {
     /// Probe settings.
     #[serde(default)]
     pub probe: ProbeSettings,
-    /// Most registrations removed in one round (AutoRemove).
+    /// Most registrations removed per interval (AutoRemove), however many rounds run in it.
     #[serde(default = "default_max_removals")]
     #[schemars(range(min = 0, max = 5000))]
     pub max_removals_per_round: i32,
+    /// When AutoRemove may withdraw a missing object: after this many consecutive successful
+    /// rounds found it missing, spanning at least the grace period.
+    #[serde(default)]
+    pub remove_after: RemoveAfter,
+}
+
+/// How long an object must be missing before AutoRemove withdraws it.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RemoveAfter {
+    /// Consecutive successful rounds that found it missing (at least 1).
+    #[serde(default = "default_misses")]
+    #[schemars(range(min = 1, max = 100))]
+    pub misses: i32,
+    /// Time from the first of those rounds, as a Go duration (0s allowed).
+    #[serde(default = "default_grace")]
+    #[x_kube(validation = Rule::new("duration(self) >= duration('0s')").message("grace must not be negative"))]
+    pub grace: String,
+}
+
+impl Default for RemoveAfter {
+    fn default() -> Self {
+        Self {
+            misses: default_misses(),
+            grace: default_grace(),
+        }
+    }
+}
+
+fn default_misses() -> i32 {
+    2
+}
+fn default_grace() -> String {
+    "1h".into()
 }
 
 /// ReportOnly or AutoRemove.

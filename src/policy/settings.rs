@@ -9,7 +9,7 @@ use kube::ResourceExt;
 use super::schedule::Periodic;
 use super::views::{catalog_view, policy_views};
 use super::{OperatorDefaults, duration, effective_policy};
-use crate::crd::policy::{PolicyMode, RegistrationKind};
+use crate::crd::policy::{PolicyMode, RegistrationKind, RemoveAfter};
 use crate::crd::{Catalog, ReconcilePolicy};
 
 /// How a round may load the catalog (from the policy's `probe` settings).
@@ -39,6 +39,8 @@ pub struct RoundSettings {
     pub kinds: Vec<RegistrationKind>,
     pub limits: ProbeLimits,
     pub max_removals: usize,
+    /// Consecutive missing rounds and grace before AutoRemove withdraws (`removeAfter`).
+    pub remove_after: (u32, Duration),
     pub periodic: Periodic,
 }
 
@@ -48,6 +50,13 @@ impl RoundSettings {
             .clone()
             .unwrap_or_else(|| "operator defaults".into())
     }
+}
+
+fn remove_after(r: &RemoveAfter) -> (u32, Duration) {
+    (
+        r.misses.max(1) as u32,
+        go_duration(&r.grace, Duration::from_secs(3600)),
+    )
 }
 
 fn go_duration(text: &str, fallback: Duration) -> Duration {
@@ -79,6 +88,7 @@ pub fn round_settings(
                 batch_size: s.probe.batch_size.max(1) as usize,
             },
             max_removals: s.max_removals_per_round.max(0) as usize,
+            remove_after: remove_after(&s.remove_after),
             periodic: Periodic {
                 enabled: e.enabled,
                 interval,
@@ -96,6 +106,7 @@ pub fn round_settings(
             ],
             limits: ProbeLimits::default(),
             max_removals: 50,
+            remove_after: remove_after(&RemoveAfter::default()),
             periodic: Periodic {
                 // A missing referenced policy keeps periodic checks off (never guess a policy).
                 enabled: e.enabled,

@@ -4,6 +4,7 @@
 
 pub mod plan;
 pub mod round;
+pub mod server;
 pub mod status;
 
 /// How a round may act.

@@ -47,6 +47,9 @@ pub fn align(spec: &[Registration], previous: &[RegistrationStatus]) -> Vec<Regi
                     since: None,
                     renamed_to: None,
                     removed_at: None,
+                    misses: None,
+                    missing_since: None,
+                    message: None,
                 },
             },
         )
@@ -58,19 +61,25 @@ pub fn align(spec: &[Registration], previous: &[RegistrationStatus]) -> Vec<Regi
 pub struct RoundPlan {
     /// Indices of the declared registrations this round checks (the policy's kinds).
     pub checked: Vec<usize>,
+    /// Registrations of the policy's kinds whose names this catalog cannot have: never probed
+    /// (a probe could fail the whole round), each with the reason.
+    pub invalid: Vec<(usize, String)>,
     /// Distinct targets, sorted: checked registrations ∪ sources bound by accepted models.
     pub targets: Vec<Target>,
 }
 
-/// Plans a round over the aligned registrations and the model-bound sources `(target, id)`.
+/// Plans a round over the aligned registrations and the model-bound sources `(target, id)`;
+/// `invalid_reason` is the provider's judgement of a name.
 pub fn plan(
     spec: &[Registration],
     aligned: &[RegistrationStatus],
     kinds: &[RegistrationKind],
     sources: &[(ProbeTarget, String)],
+    invalid_reason: &dyn Fn(&ProbeTarget) -> Option<String>,
 ) -> RoundPlan {
     let mut targets: BTreeMap<ProbeTarget, Vec<String>> = BTreeMap::new();
     let mut checked = Vec::new();
+    let mut invalid = Vec::new();
     for (i, r) in spec.iter().enumerate() {
         if !kinds.contains(&r.kind) {
             continue;
@@ -78,6 +87,10 @@ pub fn plan(
         let Some(t) = registration_target(r) else {
             continue;
         };
+        if let Some(why) = invalid_reason(&t) {
+            invalid.push((i, why));
+            continue;
+        }
         checked.push(i);
         let ids = targets.entry(t).or_default();
         ids.extend(aligned[i].id.iter().cloned());
@@ -87,6 +100,7 @@ pub fn plan(
     }
     RoundPlan {
         checked,
+        invalid,
         targets: targets
             .into_iter()
             .map(|(target, mut ids)| {
@@ -96,6 +110,17 @@ pub fn plan(
             })
             .collect(),
     }
+}
+
+/// The targets without their recorded ids: ids recorded on another server are not looked up.
+pub fn without_ids(targets: &[Target]) -> Vec<Target> {
+    targets
+        .iter()
+        .map(|t| Target {
+            target: t.target.clone(),
+            ids: vec![],
+        })
+        .collect()
 }
 
 /// The classification input of one registration from what the catalog answered; `None` when
@@ -151,6 +176,7 @@ pub fn registrations_condition(states: &[RegistrationStatus]) -> Desired {
             .collect()
     };
     let removed = with(RegistrationState::Removed);
+    let invalid = with(RegistrationState::Invalid);
     let stale = with(RegistrationState::Stale);
     let renamed = with(RegistrationState::Renamed);
     let pending = with(RegistrationState::Pending);
@@ -165,6 +191,16 @@ pub fn registrations_condition(states: &[RegistrationStatus]) -> Desired {
                 "{} removed by the reconcile policy: {}; delete these entries from spec.registrations (semops never edits spec)",
                 removed.len(),
                 listed(&removed)
+            ),
+        )
+    } else if !invalid.is_empty() {
+        c(
+            Status::False,
+            Reason::INVALID_REGISTRATIONS,
+            format!(
+                "{} registration(s) name objects this catalog cannot have: {}; fix the names in spec.registrations (status.registrations[].message says why)",
+                invalid.len(),
+                listed(&invalid)
             ),
         )
     } else if !stale.is_empty() {
@@ -342,12 +378,14 @@ mod tests {
             &aligned,
             &[RegistrationKind::Table, RegistrationKind::Topic],
             &sources,
+            &|_| None,
         );
         assert_eq!(
             p.checked,
             vec![1],
             "Schema/View not in kinds; Topic not probeable"
         );
+        assert_eq!(p.invalid, vec![]);
         assert_eq!(
             p.targets,
             vec![
@@ -361,6 +399,30 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn names_the_provider_refuses_are_set_apart_and_never_probed() {
+        let spec: Vec<Registration> = (0..101)
+            .map(|i| {
+                let name = if i == 40 {
+                    "x".repeat(70)
+                } else {
+                    format!("t{i}")
+                };
+                reg(RegistrationKind::Table, Some("public"), &name)
+            })
+            .collect();
+        let aligned = align(&spec, &[]);
+        let too_long = |t: &ProbeTarget| match t {
+            ProbeTarget::Relation { name, .. } if name.len() > 63 => Some("too long".to_string()),
+            _ => None,
+        };
+        let p = plan(&spec, &aligned, &[RegistrationKind::Table], &[], &too_long);
+        assert_eq!(p.invalid, vec![(40, "too long".to_string())]);
+        assert_eq!(p.checked.len(), 100);
+        assert!(!p.checked.contains(&40));
+        assert_eq!(p.targets.len(), 100, "the invalid name is never probed");
     }
 
     #[test]

@@ -3,8 +3,10 @@
 //! make (capped), and the transitions worth an Event. The caller guarantees the round saw no
 //! infrastructure failure; with one, nothing here is called and nothing changes.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
 use crate::catalog::{Found, Probe, ProbeTarget};
-use crate::crd::catalog::{RegistrationState, RegistrationStatus};
+use crate::crd::catalog::{RegistrationState, RegistrationStatus, RemovalWindow};
 use crate::crd::policy::PolicyMode;
 
 /// What the catalog said about one declared registration this round.
@@ -61,15 +63,90 @@ fn label(t: &ProbeTarget) -> String {
     }
 }
 
+/// When AutoRemove may withdraw a missing object (the policy's `removeAfter` and cap).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RemovalRule {
+    /// Removals left in the current window (`maxRemovalsPerRound` per interval).
+    pub budget: usize,
+    /// Consecutive successful rounds that must have found it missing.
+    pub misses: u32,
+    /// How long since the first of those rounds.
+    pub grace: std::time::Duration,
+}
+
+impl RemovalRule {
+    /// Removal on the first round that finds an object missing (tests, drills).
+    pub fn immediate(budget: usize) -> Self {
+        Self {
+            budget,
+            misses: 1,
+            grace: std::time::Duration::ZERO,
+        }
+    }
+
+    /// Whether a Stale registration has been missing long enough to be withdrawn at `now`.
+    pub fn due(&self, s: &RegistrationStatus, now: &Time) -> bool {
+        let misses = s.misses.unwrap_or(0).max(0) as u64;
+        let since = s.missing_since.as_ref().unwrap_or(now);
+        let missing_for = since.0.duration_until(now.0);
+        misses >= u64::from(self.misses)
+            && std::time::Duration::try_from(missing_for).unwrap_or_default() >= self.grace
+    }
+}
+
+/// The removal budget left at `now`: `cap` per `interval`, counted in the persisted window (so
+/// rounds requested on demand cannot multiply the cap). Returns the budget and the window to
+/// record when `removed` more are withdrawn this round.
+pub fn removal_budget(
+    window: Option<&RemovalWindow>,
+    cap: usize,
+    interval: std::time::Duration,
+    now: &Time,
+) -> (usize, impl Fn(usize) -> Option<RemovalWindow> + use<>) {
+    let current = window.filter(|w| {
+        let age = w.started_at.0.duration_until(now.0);
+        // A window starting in the future (clock skew, hand edits) counts as current.
+        std::time::Duration::try_from(age).map_or(true, |age| age < interval)
+    });
+    let (started_at, used) = match current {
+        Some(w) => (w.started_at.clone(), w.removed.max(0) as usize),
+        None => (now.clone(), 0),
+    };
+    let kept = current.cloned();
+    let budget = cap.saturating_sub(used);
+    (budget, move |removed: usize| {
+        if removed == 0 {
+            kept.clone()
+        } else {
+            Some(RemovalWindow {
+                started_at: started_at.clone(),
+                removed: (used + removed) as i64,
+            })
+        }
+    })
+}
+
+/// How a round judges what it saw.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rules {
+    pub mode: PolicyMode,
+    pub removal: RemovalRule,
+    /// Whether recorded ids come from the server answering now. When not (first round with a
+    /// known server, an adopted failover), a name found under another id is re-recorded
+    /// quietly, not a replacement.
+    pub same_server: bool,
+}
+
 /// Next states of the declared registrations (`previous[i]` and `seen[i]` describe entry `i`).
-/// `now` stamps `since` on transitions; `max_removals` caps AutoRemove in spec order.
+/// `now` stamps `since` on transitions; AutoRemove withdraws, in spec order and within the
+/// rule's budget, only Stale entries missing for the rule's rounds and grace.
 pub fn classify(
     previous: &[RegistrationStatus],
     seen: &[Observation],
-    mode: PolicyMode,
-    max_removals: usize,
-    now: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+    rules: &Rules,
+    now: &Time,
 ) -> RoundOutcome {
+    let (mode, rule) = (rules.mode, rules.removal);
     assert_eq!(
         previous.len(),
         seen.len(),
@@ -90,28 +167,36 @@ pub fn classify(
                 next.since = Some(now.clone());
             }
         };
+        // Whatever else happens, a found object is not missing.
+        let found = |next: &mut RegistrationStatus| {
+            next.misses = None;
+            next.missing_since = None;
+            next.message = None;
+        };
         match (&obs.by_name, prev.state) {
             // A removed registration stays removed until its object is back; then it is new.
             (Probe::Present { native_id, .. }, RegistrationState::Removed) => {
                 next.id = Some(native_id.clone());
                 next.removed_at = None;
                 next.renamed_to = None;
+                found(&mut next);
                 moved(&mut next, RegistrationState::Live);
                 out.transitions.push(Transition::Reappeared { index });
             }
             (Probe::Absent, RegistrationState::Removed) => {}
             (Probe::Present { native_id, .. }, _) => {
-                if prev.id.as_ref().is_some_and(|old| old != native_id) {
+                if rules.same_server && prev.id.as_ref().is_some_and(|old| old != native_id) {
                     out.transitions.push(Transition::Replaced { index });
                 }
                 next.id = Some(native_id.clone());
                 next.renamed_to = None;
+                found(&mut next);
                 moved(&mut next, RegistrationState::Live);
             }
             (Probe::Absent, _) => match &obs.by_id {
                 // The recorded id lives on under another name: renamed, never stale.
-                Some(found) => {
-                    let to = label(&found.target);
+                Some(f) => {
+                    let to = label(&f.target);
                     if prev.state != RegistrationState::Renamed
                         || prev.renamed_to.as_deref() != Some(to.as_str())
                     {
@@ -121,14 +206,26 @@ pub fn classify(
                         });
                     }
                     next.renamed_to = Some(to);
+                    found(&mut next);
                     moved(&mut next, RegistrationState::Renamed);
                     out.renamed += 1;
                 }
                 None => {
-                    if prev.state != RegistrationState::Stale {
+                    let was_stale = prev.state == RegistrationState::Stale;
+                    if !was_stale {
                         out.transitions.push(Transition::BecameStale { index });
                     }
                     next.renamed_to = None;
+                    next.message = None;
+                    next.misses = Some(if was_stale {
+                        prev.misses.unwrap_or(0) + 1
+                    } else {
+                        1
+                    });
+                    next.missing_since = match (was_stale, &prev.missing_since) {
+                        (true, Some(t)) => Some(t.clone()),
+                        _ => Some(now.clone()),
+                    };
                     moved(&mut next, RegistrationState::Stale);
                     out.stale += 1;
                 }
@@ -138,8 +235,10 @@ pub fn classify(
     }
     if mode == PolicyMode::AutoRemove {
         for index in (0..out.states.len())
-            .filter(|&i| out.states[i].state == RegistrationState::Stale)
-            .take(max_removals)
+            .filter(|&i| {
+                out.states[i].state == RegistrationState::Stale && rule.due(&out.states[i], now)
+            })
+            .take(rule.budget)
             .collect::<Vec<_>>()
         {
             let s = &mut out.states[index];
@@ -158,10 +257,21 @@ mod tests {
     use super::*;
     use crate::catalog::ObjectType;
     use crate::crd::policy::RegistrationKind;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     fn now() -> Time {
-        Time(k8s_openapi::jiff::Timestamp::from_second(1000).unwrap())
+        at(1000)
+    }
+
+    fn at(second: i64) -> Time {
+        Time(k8s_openapi::jiff::Timestamp::from_second(second).unwrap())
+    }
+
+    fn rules(mode: PolicyMode, removal: RemovalRule) -> Rules {
+        Rules {
+            mode,
+            removal,
+            same_server: true,
+        }
     }
 
     fn reg(name: &str, id: Option<&str>, state: RegistrationState) -> RegistrationStatus {
@@ -174,6 +284,9 @@ mod tests {
             since: None,
             renamed_to: None,
             removed_at: None,
+            misses: None,
+            missing_since: None,
+            message: None,
         }
     }
 
@@ -220,7 +333,12 @@ mod tests {
             present("10"),
             absent(None),
         ];
-        let out = classify(&previous, &seen, PolicyMode::ReportOnly, 50, &now());
+        let out = classify(
+            &previous,
+            &seen,
+            &rules(PolicyMode::ReportOnly, RemovalRule::immediate(50)),
+            &now(),
+        );
         let states: Vec<(RegistrationState, Option<&str>)> = out
             .states
             .iter()
@@ -280,7 +398,12 @@ mod tests {
             .collect();
         let mut seen: Vec<_> = (0..200).map(|_| absent(None)).collect();
         seen[0] = absent(Some("moved"));
-        let out = classify(&previous, &seen, PolicyMode::AutoRemove, 50, &now());
+        let out = classify(
+            &previous,
+            &seen,
+            &rules(PolicyMode::AutoRemove, RemovalRule::immediate(50)),
+            &now(),
+        );
         assert_eq!(out.removed, 50);
         assert_eq!(
             out.states[0].state,
@@ -301,5 +424,90 @@ mod tests {
             RegistrationState::Stale,
             "the rest waits for the next round"
         );
+    }
+
+    #[test]
+    fn removal_waits_for_the_misses_and_the_grace_and_a_found_object_starts_over() {
+        let rule = RemovalRule {
+            budget: 50,
+            misses: 2,
+            grace: std::time::Duration::from_secs(3600),
+        };
+        let auto = rules(PolicyMode::AutoRemove, rule);
+        let mut states = vec![reg("t", Some("1"), RegistrationState::Live)];
+        // (second, present?, expected state, expected misses)
+        let steps = [
+            (1000, false, RegistrationState::Stale, Some(1)),
+            (1600, false, RegistrationState::Stale, Some(2)), // 2 misses in 10 min: grace not over
+            (2000, true, RegistrationState::Live, None),      // back: the count starts over
+            (2100, false, RegistrationState::Stale, Some(1)),
+            (5800, false, RegistrationState::Removed, Some(2)), // 2 misses over 3700 s
+        ];
+        for (i, (second, present_now, want, misses)) in steps.into_iter().enumerate() {
+            let seen = if present_now {
+                present("1")
+            } else {
+                absent(None)
+            };
+            let out = classify(&states, &[seen], &auto, &at(second));
+            assert_eq!(
+                (out.states[0].state, out.states[0].misses),
+                (want, misses),
+                "step {i}"
+            );
+            states = out.states;
+        }
+        // The grace alone is not enough: one miss long ago is still one miss.
+        let mut once = reg("t", Some("1"), RegistrationState::Stale);
+        once.misses = Some(1);
+        once.missing_since = Some(at(0));
+        assert!(!rule.due(&once, &at(100_000)));
+        once.misses = Some(2);
+        assert!(rule.due(&once, &at(100_000)));
+        assert_eq!(
+            states[0].missing_since,
+            Some(at(2100)),
+            "the grace counts from the first miss of the current run"
+        );
+    }
+
+    #[test]
+    fn ids_from_another_server_are_re_recorded_without_a_replacement() {
+        let previous = vec![reg("t", Some("old-server:1"), RegistrationState::Live)];
+        let other = Rules {
+            same_server: false,
+            ..rules(PolicyMode::AutoRemove, RemovalRule::immediate(50))
+        };
+        let out = classify(&previous, &[present("new-server:7")], &other, &now());
+        assert_eq!(out.transitions, vec![]);
+        assert_eq!(out.states[0].id.as_deref(), Some("new-server:7"));
+    }
+
+    #[test]
+    fn the_removal_cap_counts_per_interval_not_per_round() {
+        let hour = std::time::Duration::from_secs(3600);
+        // (window, now, budget, window after removing 10)
+        let w = |start: i64, removed: i64| RemovalWindow {
+            started_at: at(start),
+            removed,
+        };
+        let cases = [
+            (None, 1000, 50, Some(w(1000, 10))),
+            (Some(w(1000, 10)), 1500, 40, Some(w(1000, 20))),
+            (Some(w(1000, 50)), 4599, 0, Some(w(1000, 60))),
+            (Some(w(1000, 50)), 4600, 50, Some(w(4600, 10))), // a new interval
+            (Some(w(9000, 50)), 4600, 0, Some(w(9000, 60))),  // a window in the future holds
+            (Some(w(1000, -5)), 1500, 50, Some(w(1000, 10))), // hand-edited garbage
+        ];
+        for (i, (window, now_s, budget, after)) in cases.into_iter().enumerate() {
+            let (got, record) = removal_budget(window.as_ref(), 50, hour, &at(now_s));
+            assert_eq!(got, budget, "case {i}");
+            assert_eq!(record(10), after, "case {i}");
+            assert_eq!(
+                record(0),
+                window.clone().filter(|_| i != 3),
+                "case {i}: nothing removed keeps the window"
+            );
+        }
     }
 }

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::plan;
-use crate::crd::catalog::{EffectivePolicy, Provider, RegistrationState, RegistrationStatus};
+use crate::crd::catalog::{
+    CheckResult, EffectivePolicy, Provider, RegistrationState, RegistrationStatus,
+};
 use crate::crd::conditions::{self, ConditionType, Desired, Reason, Status};
 use crate::crd::{Catalog, CatalogStatus, ReconcilePolicy};
 use crate::policy::views::{catalog_view, policy_views};
@@ -131,7 +133,13 @@ pub fn with_states(
     generation: Option<i64>,
     now: &Time,
 ) -> CatalogStatus {
-    let current = plan::registrations_condition(&states);
+    let current = match &base.last_check {
+        Some(l) if l.result == CheckResult::CatalogChanged => catalog_changed(
+            base.server.as_deref().unwrap_or_default(),
+            l.server.as_deref().unwrap_or_default(),
+        ),
+        _ => plan::registrations_condition(&states),
+    };
     let mut conds = conditions::foreign(&base.conditions, &[ConditionType::RegistrationsCurrent]);
     conds.extend(conditions::merge(
         &base.conditions,
@@ -150,6 +158,20 @@ pub fn with_states(
         conditions: conds,
         ..base
     }
+}
+
+/// `RegistrationsCurrent` while another server answers and some registrations would go missing
+/// there: states stay as they were, and the message says how to accept the new server.
+fn catalog_changed(recorded: &str, answering: &str) -> Desired {
+    Desired::new(
+        ConditionType::RegistrationsCurrent,
+        Status::False,
+        Reason::CATALOG_CHANGED,
+        format!(
+            "the catalog answers as {answering}, but the registrations were recorded on {recorded} and some are missing there; no registration changes state and nothing is removed. If this is the intended server (a failover, a restore, a move), accept it with the annotation {}={answering}",
+            crate::crd::ACCEPT_SERVER_ANNOTATION
+        ),
+    )
 }
 
 /// The status of a Catalog being deleted while it still hosts models: Ready=False naming them,
@@ -200,12 +222,27 @@ pub fn connected(cat: &Catalog) -> Desired {
         .as_ref()
         .map(|c| format!("{}:{}", c.host, c.port))
         .unwrap_or_default();
-    Desired::new(
-        ConditionType::Reachable,
-        Status::True,
-        Reason::CONNECTED,
-        format!("connected to {endpoint}"),
-    )
+    let mode = cat.spec.connection.as_ref().and_then(|c| c.ssl_mode);
+    match mode {
+        Some(m) if m.may_send_in_clear() => Desired::new(
+            ConditionType::Reachable,
+            Status::True,
+            Reason::INSECURE_TRANSPORT,
+            format!(
+                "connected to {endpoint} with sslMode {}: the password may travel in clear; use verify-full (with tls.caSecretRef for a private CA)",
+                serde_json::to_value(m)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default()
+            ),
+        ),
+        _ => Desired::new(
+            ConditionType::Reachable,
+            Status::True,
+            Reason::CONNECTED,
+            format!("connected to {endpoint}"),
+        ),
+    }
 }
 
 /// The `Reachable` verdict of a managed catalog.

@@ -46,7 +46,7 @@ impl World {
             pg.psql(&db, setup);
         }
         env.apply_ok(&format!(
-            "apiVersion: v1\nkind: Secret\nmetadata: {{name: wh-reader, namespace: {n}}}\nstringData: {{username: {role}, password: {PASSWORD}}}\n---\n\
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: wh-reader, namespace: {n}, labels: {{semops.io/catalog-credentials: \"true\"}}}}\nstringData: {{username: {role}, password: {PASSWORD}}}\n---\n\
              apiVersion: semops.io/v1alpha1\nkind: ReconcilePolicy\nmetadata: {{name: p, namespace: {n}}}\nspec: {{{policy}}}\n---\n{}",
             catalog_yaml(&ns.name, "wh", &db, pg.port, registrations, ""),
             n = ns.name,
@@ -167,6 +167,29 @@ impl World {
             "--type=merge",
             "-p",
             &format!(r#"{{"stringData":{{"password":"{password}"}}}}"#),
+        ]);
+    }
+
+    /// Moves the start of Catalog `name`'s AutoRemove window `by` into the past (as if that much
+    /// time had passed since its first removal).
+    pub fn age_removal_window(&self, name: &str, by: Duration) {
+        let c = self.catalog(name);
+        let started = c["status"]["removalWindow"]["startedAt"].as_str().unwrap();
+        let at: k8s_openapi::jiff::Timestamp = started.parse().unwrap();
+        let earlier = at - k8s_openapi::jiff::SignedDuration::try_from(by).unwrap();
+        env().kubectl_ok(&[
+            "patch",
+            "catalog",
+            name,
+            "-n",
+            self.ns(),
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &format!(
+                r#"{{"status":{{"removalWindow":{{"startedAt":"{}"}}}}}}"#,
+                earlier.strftime("%Y-%m-%dT%H:%M:%SZ")
+            ),
         ]);
     }
 

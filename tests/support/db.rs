@@ -105,6 +105,16 @@ pub fn mariadb() -> &'static Server {
 }
 
 impl Server {
+    /// The private CA (PEM) that signed this server's certificate (for `localhost`).
+    pub fn ca_pem(&self) -> String {
+        std::fs::read_to_string(self.dir.join("tls/ca.crt")).unwrap()
+    }
+
+    /// A CA that signed nothing this server presents.
+    pub fn other_ca_pem(&self) -> String {
+        std::fs::read_to_string(self.dir.join("tls/other-ca.crt")).unwrap()
+    }
+
     /// Settings for `user`/`password` on `database`, with short timeouts for failure tests.
     pub fn settings(&self, database: &str, user: &str, password: &str) -> ConnectionSettings {
         settings("127.0.0.1", self.port, database, user, password)
@@ -187,6 +197,7 @@ pub fn settings(
         port,
         database: Some(database.into()),
         ssl_mode: SslMode::Disable,
+        ca_pem: None,
         credentials: Credentials::new(user, password),
         connect_timeout: Duration::from_secs(2),
         statement_timeout: Duration::from_secs(2),

@@ -188,6 +188,11 @@ impl Env {
         child.wait_with_output().unwrap()
     }
 
+    /// `kubectl patch --type=merge` of `what` (e.g. `cat/hr`) in `ns`.
+    pub fn merge_patch(&self, ns: &str, what: &str, patch: &str) {
+        self.kubectl_ok(&["patch", what, "-n", ns, "--type=merge", "-p", patch]);
+    }
+
     pub fn apply_ok(&self, yaml: &str) {
         let out = self.apply(yaml);
         assert!(
@@ -310,22 +315,24 @@ pub fn examples_with_operator(prefix: &str) -> (Namespace, Operator) {
 /// The examples/ manifests rewritten into `ns` (the Namespace object itself is skipped), with
 /// the `hr` Catalog pointed at this binary's PostgreSQL (loaded with examples/hr.sql).
 pub fn examples_in(ns: &str) -> String {
-    examples_with(ns, "127.0.0.1", db::postgres().port)
+    examples_with(ns, "localhost", db::postgres())
 }
 
 /// The examples for an operator running in a Pod: the `hr` Catalog points at the node's address
 /// and a PostgreSQL that listens there.
 pub fn examples_for_pods(ns: &str) -> String {
-    examples_with(ns, NODE_IP, db::postgres_for_pods().port)
+    examples_with(ns, NODE_IP, db::postgres_for_pods())
 }
 
-fn examples_with(ns: &str, host: &str, port: u16) -> String {
+/// The examples pointed at `server` through `host`, with the `hr-ca` Secret the demo makes (the
+/// server's private CA, which the `hr` Catalog verifies it with).
+fn examples_with(ns: &str, host: &str, server: &db::Server) -> String {
     let mut files: Vec<_> = std::fs::read_dir(format!("{ROOT}/examples"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .collect();
     files.sort();
-    files
+    let mut docs: Vec<String> = files
         .iter()
         // YAML manifests only (examples/ also holds the demo's SQL), without the Namespace.
         .filter(|p| {
@@ -340,11 +347,22 @@ fn examples_with(ns: &str, host: &str, port: u16) -> String {
             std::fs::read_to_string(p)
                 .unwrap()
                 .replace("namespace: example", &format!("namespace: {ns}"))
-                .replace("host: 127.0.0.1", &format!("host: {host}"))
-                .replace("port: 5432", &format!("port: {port}"))
+                .replace("host: localhost", &format!("host: {host}"))
+                .replace("port: 5432", &format!("port: {}", server.port))
         })
-        .collect::<Vec<_>>()
-        .join("\n---\n")
+        .collect();
+    docs.push(ca_secret(ns, "hr-ca", &server.ca_pem()));
+    docs.join("\n---\n")
+}
+
+/// An opted-in Secret holding a CA bundle under `ca.crt`.
+pub fn ca_secret(ns: &str, name: &str, pem: &str) -> String {
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": name, "namespace": ns, "labels": {"semops.io/catalog-credentials": "true"}},
+        "stringData": {"ca.crt": pem},
+    })
+    .to_string()
 }
 
 /// A loopback port that refuses connections: bound by the returned socket (so no other process

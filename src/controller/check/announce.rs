@@ -32,9 +32,11 @@ pub(super) async fn committed(
     trigger: &Trigger,
     probed: i64,
     took: Duration,
+    previous_result: Option<CheckResult>,
 ) {
-    let result = classified.result();
+    let result = classified.result;
     set_state_gauges(ctx, cat, &classified.states);
+    publish_server_change(ctx, cat, classified, previous_result).await;
     if let Some(o) = &classified.outcome {
         publish_transitions(
             ctx,
@@ -43,6 +45,7 @@ pub(super) async fn committed(
             checked,
             &classified.states,
             &o.transitions,
+            &classified.newly_invalid,
         )
         .await;
     }
@@ -84,6 +87,7 @@ fn set_state_gauges(ctx: &Context, cat: &Catalog, states: &[RegistrationStatus])
         RegistrationState::Stale,
         RegistrationState::Renamed,
         RegistrationState::Removed,
+        RegistrationState::Invalid,
     ] {
         let n = states.iter().filter(|s| s.state == state).count() as i64;
         ctx.metrics
@@ -147,6 +151,47 @@ pub fn transition_event(
     }
 }
 
+/// Another server answered: a Normal Event when it was adopted, a Warning when the round
+/// changed nothing because of it (once, not every round while it lasts).
+async fn publish_server_change(
+    ctx: &Context,
+    cat: &Catalog,
+    classified: &Classified,
+    previous_result: Option<CheckResult>,
+) {
+    let Some((recorded, answering, adopted)) = &classified.server_change else {
+        return;
+    };
+    if *adopted {
+        let note = format!(
+            "the catalog now answers as {answering} (registrations were recorded on {recorded}); every registration was found there or the server was accepted, so ids were re-recorded; nothing was removed this round"
+        );
+        ctx.publish(
+            Reporter::Reconciler,
+            cat,
+            Severity::Normal,
+            &Reason::SERVER_ADOPTED,
+            "CheckRegistrations",
+            note,
+        )
+        .await;
+    } else if previous_result != Some(CheckResult::CatalogChanged) {
+        let note = format!(
+            "the catalog now answers as {answering}, not {recorded} where the registrations were recorded, and some are missing there: nothing changes until {}={answering} accepts it",
+            crate::crd::ACCEPT_SERVER_ANNOTATION
+        );
+        ctx.publish(
+            Reporter::Reconciler,
+            cat,
+            Severity::Warning,
+            &Reason::CATALOG_CHANGED,
+            "CheckRegistrations",
+            note,
+        )
+        .await;
+    }
+}
+
 /// One Event per transition (capped per round), from `semops-reconciler`.
 async fn publish_transitions(
     ctx: &Context,
@@ -155,6 +200,7 @@ async fn publish_transitions(
     checked: &[usize],
     states: &[RegistrationStatus],
     transitions: &[Transition],
+    newly_invalid: &[usize],
 ) {
     let labels = CatalogLabels {
         namespace: cat.namespace().unwrap_or_default(),
@@ -177,6 +223,18 @@ async fn publish_transitions(
             spec_index,
             &states[spec_index],
             settings,
+        ));
+    }
+    for &i in newly_invalid {
+        let s = &states[i];
+        events.push((
+            Severity::Warning,
+            Reason::INVALID_REGISTRATION,
+            format!(
+                "spec.registrations[{i}] ({}) cannot exist in this catalog: {}; it is never probed, the rest of the round goes on; fix the name in spec",
+                plan::describe(s),
+                s.message.as_deref().unwrap_or_default()
+            ),
         ));
     }
     let total = events.len();

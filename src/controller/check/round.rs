@@ -7,38 +7,45 @@ use std::time::{Duration, Instant};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 
+use super::visit::Failure;
 use super::{REACHABLE_FLIPS, RoundReport, announce, visit};
 use crate::catalog::observe::Observations;
+use crate::catalog::{CatalogProvider, ProbeTarget};
 use crate::controller::names::CATALOG as CONTROLLER;
 use crate::controller::writer::commit;
 use crate::controller::{Context, Error};
-use crate::crd::catalog::{CheckResult, LastCheck, Provider, RegistrationStatus};
-use crate::crd::conditions::{Desired, Reason};
+use crate::crd::catalog::{
+    CheckResult, LastCheck, Provider, RegistrationState, RegistrationStatus,
+};
+use crate::crd::conditions::Desired;
 use crate::crd::policy::PolicyMode;
-use crate::crd::{Catalog, CatalogStatus, ReconcilePolicy};
+use crate::crd::{ACCEPT_SERVER_ANNOTATION, Catalog, CatalogStatus, ReconcilePolicy};
 use crate::policy::schedule::{Trigger, after_round};
 use crate::policy::settings::{RoundSettings, round_settings};
 use crate::reconcile::Act;
 use crate::reconcile::plan::{self, RoundPlan};
-use crate::reconcile::round::{self, RoundOutcome};
+use crate::reconcile::round::{self, RemovalRule, RoundOutcome, Rules, Transition};
+use crate::reconcile::server::{self, ServerVerdict};
 use crate::reconcile::status::{connected, desired_status, managed_reachable, unreachable};
 
 /// What the classification decided.
 pub(super) struct Classified {
     /// Every declared registration's state after the round (spec order).
     pub states: Vec<RegistrationStatus>,
-    /// `None` when the catalog could not answer (states are then unchanged).
+    /// `None` when the catalog could not answer or answered as another server (states are then
+    /// unchanged).
     pub outcome: Option<RoundOutcome>,
+    pub result: CheckResult,
     pub reachable: Desired,
+    /// Spec indices of registrations that became Invalid this round.
+    pub newly_invalid: Vec<usize>,
+    /// The server the registrations are recorded on after this round.
+    pub server: Option<String>,
+    /// Another server answered: (recorded, answering, adopted).
+    pub server_change: Option<(String, String, bool)>,
 }
 
 impl Classified {
-    pub fn result(&self) -> CheckResult {
-        match self.outcome {
-            Some(_) => CheckResult::Completed,
-            None => CheckResult::CatalogUnreachable,
-        }
-    }
     /// (stale, renamed, removed) of this round.
     pub fn counts(&self) -> (i64, i64, i64) {
         self.outcome
@@ -62,15 +69,53 @@ pub(super) async fn run(
     if cat.spec.provider == Provider::Managed {
         return managed_round(ctx, cat, &policies, trigger, act, started).await;
     }
-
-    // plan
     let previous = cat.status.clone().unwrap_or_default();
+
+    // connect: the provider (opted-in Secrets, allowed host) and which server answers
+    let connection = visit::connect(ctx, cat).await?;
+    let identity = match &connection {
+        Ok(c) => visit::identify(c).await,
+        Err(failure) => Err(failure.clone()),
+    };
+    let accepted = cat
+        .annotations()
+        .get(ACCEPT_SERVER_ANNOTATION)
+        .map(String::as_str);
+    let verdict = identity
+        .as_ref()
+        .ok()
+        .map(|id| server::verdict(previous.server.as_deref(), id, accepted));
+
+    // plan: names the catalog cannot have are never probed
     let aligned = plan::align(&cat.spec.registrations, &previous.registrations);
     let sources = super::bound_sources(ctx, &ns, &cat.name_any());
-    let round_plan = plan::plan(&cat.spec.registrations, &aligned, &settings.kinds, &sources);
+    let invalid_name = |t: &ProbeTarget| {
+        connection
+            .as_ref()
+            .ok()
+            .and_then(|c| c.provider.invalid_name(t))
+    };
+    let round_plan = plan::plan(
+        &cat.spec.registrations,
+        &aligned,
+        &settings.kinds,
+        &sources,
+        &invalid_name,
+    );
 
-    // observe
-    let seen = visit::observe_catalog(ctx, cat, &round_plan.targets, settings.limits).await?;
+    // observe (ids recorded on another server mean nothing here: never looked up)
+    let seen = match (&connection, &identity, &verdict) {
+        (Ok(c), Ok(_), Some(v)) => {
+            let targets = if v.same_server() {
+                round_plan.targets.clone()
+            } else {
+                plan::without_ids(&round_plan.targets)
+            };
+            visit::observe_with(ctx, c, &targets, settings.limits).await
+        }
+        (Err(failure), _, _) | (_, Err(failure), _) => Err(failure.clone()),
+        (Ok(_), Ok(_), None) => unreachable!("an identity always has a verdict"),
+    };
     let finished = now();
 
     // classify
@@ -78,16 +123,29 @@ pub(super) async fn run(
         Act::Record => settings.mode,
         Act::DryRun => PolicyMode::ReportOnly,
     };
-    let classified = classify(
-        cat,
-        &aligned,
-        &round_plan,
-        &seen,
-        mode,
+    let interval = settings.periodic.interval;
+    let (budget, window_after) = round::removal_budget(
+        previous.removal_window.as_ref(),
         settings.max_removals,
+        interval,
         &finished,
     );
-    let result = classified.result();
+    let (misses, grace) = settings.remove_after;
+    let removal = RemovalRule {
+        budget,
+        misses,
+        grace,
+    };
+    let answering = identity.as_ref().ok().cloned();
+    let classified = classify(
+        cat,
+        (&aligned, &round_plan, &seen),
+        (verdict.as_ref(), answering, previous.server.clone()),
+        mode,
+        removal,
+        &finished,
+    );
+    let result = classified.result;
     let report = plan::report(
         &cat.name_any(),
         &classified.states,
@@ -105,29 +163,34 @@ pub(super) async fn run(
     // status
     let next_check_at = next_check(&settings, &previous, &classified, &finished);
     let probed = round_plan.targets.len() as i64;
-    let status = CatalogStatus {
-        last_check: Some(last_check(
-            (&started, &finished),
-            &trigger,
-            result,
-            probed,
-            classified.counts(),
-        )),
-        next_check_at: next_check_at.clone(),
-        observed_check_request: answered(&trigger, &previous),
-        ..crate::reconcile::status::with_states(
-            desired_status(
+    let status = crate::reconcile::status::with_states(
+        CatalogStatus {
+            last_check: Some(LastCheck {
+                server: identity.as_ref().ok().cloned(),
+                ..last_check(
+                    (&started, &finished),
+                    &trigger,
+                    result,
+                    probed,
+                    classified.counts(),
+                )
+            }),
+            next_check_at: next_check_at.clone(),
+            observed_check_request: answered(&trigger, &previous),
+            server: classified.server.clone(),
+            removal_window: window_after(classified.counts().2 as usize),
+            ..desired_status(
                 cat,
                 &policies,
                 &ctx.defaults,
                 classified.reachable.clone(),
                 &finished,
-            ),
-            classified.states.clone(),
-            cat.metadata.generation,
-            &finished,
-        )
-    };
+            )
+        },
+        classified.states.clone(),
+        cat.metadata.generation,
+        &finished,
+    );
 
     // commit
     commit(ctx, CONTROLLER, cat, status, Some(REACHABLE_FLIPS)).await?;
@@ -142,6 +205,7 @@ pub(super) async fn run(
         &trigger,
         probed,
         clock.elapsed(),
+        previous.last_check.as_ref().map(|l| l.result),
     )
     .await;
     visit::feed_models(ctx, cat, seen.map(Arc::new));
@@ -154,25 +218,36 @@ pub(super) async fn run(
 }
 
 /// Next state of every declared registration from the catalog's answers (pure). A failed
-/// observation changes nothing.
+/// observation changes nothing; neither does another server where registrations would go
+/// missing, unless it was accepted.
 fn classify(
     cat: &Catalog,
-    aligned: &[RegistrationStatus],
-    round_plan: &RoundPlan,
-    seen: &Result<Observations, (Reason, String)>,
+    (aligned, round_plan, seen): (
+        &[RegistrationStatus],
+        &RoundPlan,
+        &Result<Observations, Failure>,
+    ),
+    (verdict, answering, recorded): (Option<&ServerVerdict>, Option<String>, Option<String>),
     mode: PolicyMode,
-    max_removals: usize,
+    removal: RemovalRule,
     finished: &Time,
 ) -> Classified {
-    let obs = match seen {
-        Err((reason, message)) => {
-            return Classified {
-                states: aligned.to_vec(),
-                outcome: None,
-                reachable: unreachable(reason.clone(), message.clone()),
-            };
+    let unchanged = |result, reachable| Classified {
+        states: aligned.to_vec(),
+        outcome: None,
+        result,
+        reachable,
+        newly_invalid: vec![],
+        server: recorded.clone(),
+        server_change: None,
+    };
+    let (obs, verdict) = match (seen, verdict) {
+        (Ok(obs), Some(v)) => (obs, v),
+        (Err((reason, message)), _) => {
+            let reachable = unreachable(reason.clone(), message.clone());
+            return unchanged(CheckResult::CatalogUnreachable, reachable);
         }
-        Ok(obs) => obs,
+        (Ok(_), None) => unreachable!("a catalog answered without an identity"),
     };
     let prev: Vec<RegistrationStatus> = round_plan
         .checked
@@ -187,15 +262,71 @@ fn classify(
                 .expect("every checked registration was probed")
         })
         .collect();
-    let outcome = round::classify(&prev, &answers, mode, max_removals, finished);
+    let changed_server = matches!(
+        verdict,
+        ServerVerdict::Changed { .. } | ServerVerdict::Accepted { .. }
+    );
+    let rules = Rules {
+        mode,
+        // The round that meets a new server removes nothing; the next one may.
+        removal: if changed_server {
+            RemovalRule {
+                budget: 0,
+                ..removal
+            }
+        } else {
+            removal
+        },
+        same_server: verdict.same_server(),
+    };
+    let outcome = round::classify(&prev, &answers, &rules, finished);
+    let server_change = match verdict {
+        ServerVerdict::Changed { recorded } | ServerVerdict::Accepted { recorded } => {
+            let accepted = matches!(verdict, ServerVerdict::Accepted { .. });
+            // Adopted without a person only if nothing would go missing there.
+            let adopted = accepted
+                || !outcome
+                    .transitions
+                    .iter()
+                    .any(|t| matches!(t, Transition::BecameStale { .. }));
+            Some((
+                recorded.clone(),
+                answering.clone().unwrap_or_default(),
+                adopted,
+            ))
+        }
+        _ => None,
+    };
+    if let Some((_, _, false)) = &server_change {
+        return Classified {
+            server_change,
+            ..unchanged(CheckResult::CatalogChanged, connected(cat))
+        };
+    }
     let mut states = aligned.to_vec();
     for (slot, &i) in round_plan.checked.iter().enumerate() {
         states[i] = outcome.states[slot].clone();
     }
+    let mut newly_invalid = Vec::new();
+    for (i, why) in &round_plan.invalid {
+        let s = &mut states[*i];
+        if s.state != RegistrationState::Invalid {
+            s.state = RegistrationState::Invalid;
+            s.since = Some(finished.clone());
+            newly_invalid.push(*i);
+        }
+        s.message = Some(why.clone());
+        s.misses = None;
+        s.missing_since = None;
+    }
     Classified {
         states,
         outcome: Some(outcome),
+        result: CheckResult::Completed,
         reachable: connected(cat),
+        newly_invalid,
+        server: answering,
+        server_change,
     }
 }
 
@@ -216,7 +347,7 @@ fn next_check(
     after_round(
         settings.periodic,
         finished.0,
-        classified.outcome.is_none(),
+        classified.result == CheckResult::CatalogUnreachable,
         previous_retry,
         rand::random(),
     )
@@ -280,6 +411,7 @@ fn last_check(
         finished_at: Some(finished.clone()),
         trigger: trigger.to_string(),
         result,
+        server: None,
         probed,
         stale,
         renamed,

@@ -7,8 +7,9 @@ use std::time::Duration;
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 
+use crate::catalog::CatalogProvider;
 use crate::catalog::observe::{Observations, Target, observe};
-use crate::catalog::registry::{provider_from, registry_key};
+use crate::catalog::registry::{AnyProvider, provider_from, registry_key};
 use crate::controller::{Context, Error};
 use crate::crd::Catalog;
 use crate::crd::conditions::{Desired, Reason};
@@ -16,25 +17,65 @@ use crate::policy::settings::ProbeLimits;
 use crate::reconcile::plan;
 use crate::reconcile::status::{connected, unreachable};
 
+/// Why a catalog could not answer: the failure category and a message without secrets.
+pub(super) type Failure = (Reason, String);
+
+/// A provider for a catalog, ready to ask.
+pub(super) struct Connected {
+    pub provider: Arc<AnyProvider>,
+    /// `host:port`, prefixed to failure messages.
+    pub endpoint: String,
+}
+
+/// The catalog's provider (Secrets read, allow-list checked), or why there is none.
+pub(super) async fn connect(
+    ctx: &Context,
+    cat: &Catalog,
+) -> Result<Result<Connected, Failure>, Error> {
+    Ok(
+        match provider_from(&ctx.client, &ctx.providers, cat).await? {
+            Ok((provider, endpoint)) => Ok(Connected { provider, endpoint }),
+            Err(no) => Err((no.reason, no.message)),
+        },
+    )
+}
+
+/// Which server and database answers.
+pub(super) async fn identify(c: &Connected) -> Result<String, Failure> {
+    c.provider
+        .server_identity()
+        .await
+        .map_err(|e| (e.category(), format!("{}: {e}", c.endpoint)))
+}
+
+/// Asks a connected catalog about `targets`.
+pub(super) async fn observe_with(
+    ctx: &Context,
+    c: &Connected,
+    targets: &[Target],
+    limits: ProbeLimits,
+) -> Result<Observations, Failure> {
+    let metrics = &ctx.metrics.checks;
+    let on_probe = |d: Duration| {
+        metrics.probes.inc();
+        metrics.probe_latency.observe(d.as_secs_f64());
+    };
+    observe(c.provider.as_ref(), targets, limits, &on_probe)
+        .await
+        .map_err(|e| (e.category(), format!("{}: {e}", c.endpoint)))
+}
+
 /// The observation of one catalog: `Err((category, message))` on any infrastructure failure.
 pub(super) async fn observe_catalog(
     ctx: &Context,
     cat: &Catalog,
     targets: &[Target],
     limits: ProbeLimits,
-) -> Result<Result<Observations, (Reason, String)>, Error> {
-    let (provider, endpoint) = match provider_from(&ctx.client, &ctx.providers, cat).await? {
-        Ok(p) => p,
-        Err(no) => return Ok(Err((no.reason, no.message))),
-    };
-    let metrics = &ctx.metrics.checks;
-    let on_probe = |d: Duration| {
-        metrics.probes.inc();
-        metrics.probe_latency.observe(d.as_secs_f64());
-    };
-    Ok(observe(provider.as_ref(), targets, limits, &on_probe)
-        .await
-        .map_err(|e| (e.category(), format!("{endpoint}: {e}"))))
+) -> Result<Result<Observations, Failure>, Error> {
+    Ok(match connect(ctx, cat).await? {
+        Ok(c) => observe_with(ctx, &c, targets, limits).await,
+        Err(f) => Err(f),
+    })
 }
 
 /// A source-only visit (periodic checks off): probes the model-bound sources and feeds drift.
@@ -42,7 +83,7 @@ pub(super) async fn observe_catalog(
 pub async fn visit_sources(ctx: &Context, cat: &Catalog) -> Result<Desired, Error> {
     let ns = cat.namespace().unwrap_or_default();
     let sources = super::bound_sources(ctx, &ns, &cat.name_any());
-    let targets = plan::plan(&[], &[], &[], &sources).targets;
+    let targets = plan::plan(&[], &[], &[], &sources, &|_| None).targets;
     let _permit = ctx.checks.slots.acquire().await.expect("never closed");
     let seen = observe_catalog(ctx, cat, &targets, ProbeLimits::default()).await?;
     tracing::debug!(

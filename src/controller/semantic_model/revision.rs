@@ -3,7 +3,7 @@
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
-use kube::api::{DeleteParams, ObjectMeta, PostParams};
+use kube::api::{DeleteParams, ObjectMeta, PostParams, Preconditions};
 use kube::{Api, Resource, ResourceExt};
 
 use crate::controller::{Context, Error};
@@ -63,27 +63,30 @@ pub async fn write(
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 409 => {
             let existing = api.get(&name).await?;
-            let same_model = existing
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(MODEL_UID_LABEL))
-                == Some(&uid);
+            let owner = ownership(&existing, model);
             let same_snapshot = existing.data.0.get("snapshotHash").and_then(|h| h.as_str())
                 == Some(snapshot_hash.as_str());
-            if same_model && same_snapshot {
-                return Ok(()); // left by an earlier attempt that did not commit: reuse it
+            match owner {
+                Ownership::ThisModel if same_snapshot => Ok(()), // an uncommitted earlier attempt: reuse
+                // Never named by a committed status of this model, or left by a deleted
+                // namesake: replace it (only that very object: the uid is a precondition).
+                Ownership::ThisModel | Ownership::DeletedNamesake => {
+                    delete_exactly(&api, &existing).await?;
+                    api.create(&PostParams::default(), &rev).await?;
+                    Ok(())
+                }
+                Ownership::Foreign => Err(Error::NotOwned(format!(
+                    "ControllerRevision {}/{name}",
+                    model.namespace().unwrap_or_default()
+                ))),
             }
-            // Never named by any committed status (or owned by a deleted namesake): replace it.
-            api.delete(&name, &DeleteParams::default()).await?;
-            api.create(&PostParams::default(), &rev).await?;
-            Ok(())
         }
         Err(e) => Err(e.into()),
     }
 }
 
-/// Deletes the revision that fell out of the history window (best effort).
+/// Deletes the revision that fell out of the history window (best effort), only if this
+/// model owns it.
 pub async fn prune(ctx: &Context, model: &SemanticModel, committed: i64) {
     let old = committed - ctx.revision_history_limit;
     if old < 1 {
@@ -91,11 +94,118 @@ pub async fn prune(ctx: &Context, model: &SemanticModel, committed: i64) {
     }
     let Some(ns) = model.namespace() else { return };
     let api: Api<ControllerRevision> = Api::namespaced(ctx.client.clone(), &ns);
-    match api
-        .delete(&revision_name(model, old), &DeleteParams::default())
-        .await
-    {
-        Ok(_) | Err(kube::Error::Api(_)) => {}
+    let result = match api.get_opt(&revision_name(model, old)).await {
+        Ok(Some(rev)) if ownership(&rev, model) == Ownership::ThisModel => {
+            delete_exactly(&api, &rev).await
+        }
+        Ok(_) => Ok(()),
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok(()) | Err(kube::Error::Api(_)) => {}
         Err(e) => tracing::debug!(error = %e, "could not prune an old revision"),
+    }
+}
+
+/// Who owns a ControllerRevision, by its controller reference (labels can be written by
+/// anyone who may create the object; the owner uid is what identifies a model).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ownership {
+    ThisModel,
+    /// A SemanticModel of the same name and another uid: deleted (names are unique).
+    DeletedNamesake,
+    Foreign,
+}
+
+fn ownership(rev: &ControllerRevision, model: &SemanticModel) -> Ownership {
+    let uid = model.uid().unwrap_or_default();
+    let owners = rev.metadata.owner_references.as_deref().unwrap_or_default();
+    let by_a_model = |o: &&k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference| {
+        o.kind == SemanticModel::kind(&())
+            && o.api_version == SemanticModel::api_version(&())
+            && o.name == model.name_any()
+            && o.controller == Some(true)
+    };
+    match owners.iter().find(by_a_model) {
+        Some(o) if !uid.is_empty() && o.uid == uid => Ownership::ThisModel,
+        Some(_) => Ownership::DeletedNamesake,
+        None => Ownership::Foreign,
+    }
+}
+
+/// Deletes exactly this object: if it was replaced meanwhile, the uid precondition refuses.
+async fn delete_exactly(
+    api: &Api<ControllerRevision>,
+    rev: &ControllerRevision,
+) -> Result<(), kube::Error> {
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: rev.uid(),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    api.delete(&rev.name_any(), &params).await.map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    fn model(uid: &str) -> SemanticModel {
+        let spec: crate::crd::SemanticModelSpec = serde_json::from_value(serde_json::json!({
+            "catalog": "analytics", "schema": "semantic", "name": "orders",
+            "definition": {"datasets": [{"name": "e", "source": "hr.public.employees"}]}
+        }))
+        .unwrap();
+        let mut m = SemanticModel::new("orders", spec);
+        m.metadata.uid = Some(uid.into());
+        m.metadata.namespace = Some("ns".into());
+        m
+    }
+
+    fn revision(owner: Option<(&str, &str, &str, Option<bool>)>) -> ControllerRevision {
+        ControllerRevision {
+            metadata: ObjectMeta {
+                name: Some("orders-r1".into()),
+                // A label claiming this model's uid proves nothing: anyone may write it.
+                labels: Some([(MODEL_UID_LABEL.to_string(), "u1".to_string())].into()),
+                owner_references: owner.map(|(kind, name, uid, controller)| {
+                    vec![OwnerReference {
+                        api_version: "semops.io/v1alpha1".into(),
+                        kind: kind.into(),
+                        name: name.into(),
+                        uid: uid.into(),
+                        controller,
+                        ..Default::default()
+                    }]
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn only_the_controller_reference_decides_who_owns_a_revision() {
+        use Ownership::*;
+        let cases = [
+            (
+                Some(("SemanticModel", "orders", "u1", Some(true))),
+                ThisModel,
+            ),
+            (
+                Some(("SemanticModel", "orders", "u0", Some(true))),
+                DeletedNamesake,
+            ),
+            (None, Foreign),
+            (Some(("SemanticModel", "orders", "u1", None)), Foreign),
+            (Some(("SemanticModel", "other", "u1", Some(true))), Foreign),
+            (Some(("Deployment", "orders", "u1", Some(true))), Foreign),
+        ];
+        for (i, (owner, want)) in cases.into_iter().enumerate() {
+            assert_eq!(ownership(&revision(owner), &model("u1")), want, "case {i}");
+        }
     }
 }
