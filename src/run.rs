@@ -54,6 +54,16 @@ pub struct RunConfig {
     pub api_addr: SocketAddr,
     /// Whether the read API checks tokens and RBAC (false only for local use).
     pub api_auth: bool,
+    /// The read API's certificate and key files (HTTPS, hot-reloaded); plain HTTP when None.
+    pub api_tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
+    /// Audiences a bearer token must be issued for on the direct port.
+    pub api_token_audiences: Vec<String>,
+    /// Connection, concurrency and time bounds of the read API.
+    pub api_limits: crate::api::listen::Limits,
+    /// Whether /metrics asks for a token allowed `get /metrics` (kube-rbac-proxy convention).
+    pub metrics_auth: bool,
+    /// How long a stale report is served again before a new scan (0: every request scans).
+    pub api_report_reuse: Duration,
     /// Lineage bounds, admission and deadline.
     pub lineage: crate::api::lineage::LineageSettings,
     /// Where Catalog connections may go (empty: anywhere).
@@ -124,6 +134,7 @@ where
 /// Runs until `shutdown` is cancelled.
 pub async fn run(
     client: Client,
+    review_client: Client,
     cfg: RunConfig,
     shutdown: CancellationToken,
 ) -> Result<(), std::io::Error> {
@@ -285,7 +296,7 @@ pub async fn run(
         revisions: Default::default(),
         providers: ctx.providers.clone(),
         auth: if cfg.api_auth {
-            Auth::kubernetes(client.clone())
+            Auth::kubernetes(review_client.clone(), cfg.api_token_audiences.clone())
         } else {
             Auth::None
         },
@@ -296,22 +307,68 @@ pub async fn run(
             metrics.api.lineage_in_flight.clone(),
         ),
         metrics: metrics.clone(),
+        reports: crate::api::reports::Reports::new(
+            cfg.api_report_reuse,
+            crate::api::reports::SCANS_AT_ONCE,
+        ),
     });
     let api_listener = tokio::net::TcpListener::bind(cfg.api_addr).await?;
-    tracing::info!(addr = %api_listener.local_addr()?, auth = cfg.api_auth, "serving the read API");
-    let index = api_state.index.clone();
-    let api_server = crate::api::serve(api_listener, api_state, shutdown.clone());
+    let api_tls = match &cfg.api_tls {
+        Some((cert, key)) => {
+            let serving = crate::api::tls::Serving::load(cert.clone(), key.clone())
+                .map_err(std::io::Error::other)?;
+            // The front proxy (aggregated API) is only trusted when reviews are on.
+            let front_proxy_client = cfg.api_auth.then(|| review_client.clone());
+            tokio::spawn(crate::api::tls::keep_fresh(
+                serving.clone(),
+                front_proxy_client,
+                shutdown.clone(),
+            ));
+            Some(serving)
+        }
+        None => None,
+    };
+    tracing::info!(
+        addr = %api_listener.local_addr()?,
+        auth = cfg.api_auth,
+        tls = api_tls.is_some(),
+        "serving the read API"
+    );
+    let probe_state = server::ProbeState {
+        ready,
+        metrics,
+        leader: leader.clone(),
+        index: api_state.index.clone(),
+        auth: cfg.metrics_auth.then(|| {
+            // Prometheus presents its ServiceAccount token: the API server's audience.
+            Arc::new(Auth::kubernetes(review_client.clone(), vec![]))
+        }),
+    };
+    // With TLS, /metrics moves to the HTTPS port: a scraper's token never crosses in clear.
+    let metrics_on_api_port = api_tls.is_some();
+    let api_server = crate::api::serve(
+        api_listener,
+        api_state,
+        if metrics_on_api_port {
+            server::metrics_router(probe_state.clone())
+        } else {
+            axum::Router::new()
+        },
+        api_tls,
+        cfg.api_limits,
+        shutdown.clone(),
+    );
 
     let listener = tokio::net::TcpListener::bind(cfg.probe_addr).await?;
-    tracing::info!(addr = %listener.local_addr()?, "serving /healthz, /readyz, /metrics");
+    tracing::info!(
+        addr = %listener.local_addr()?,
+        metrics_here = !metrics_on_api_port,
+        "serving the probes"
+    );
     let server = server::serve(
         listener,
-        server::ProbeState {
-            ready,
-            metrics,
-            leader: leader.clone(),
-            index,
-        },
+        probe_state,
+        !metrics_on_api_port,
         shutdown.clone(),
     );
 

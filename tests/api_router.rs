@@ -170,7 +170,7 @@ impl World {
             revisions: Default::default(),
             providers,
             auth: if self.auth_kubernetes {
-                Auth::kubernetes(client)
+                Auth::kubernetes(client, vec!["semops".into()])
             } else {
                 Auth::None
             },
@@ -178,6 +178,7 @@ impl World {
             rounds: Arc::new(ControllerRounds(Arc::new(ctx))),
             lineage: Lineage::default(),
             metrics: Arc::default(),
+            reports: Default::default(),
         };
         (router(Arc::new(state)), held)
     }
@@ -598,4 +599,177 @@ async fn the_openapi_document_is_served_and_names_every_route() {
             route.path
         );
     }
+}
+
+const AGG: &str = "/apis/query.semops.io/v1alpha1/namespaces/example";
+
+/// Each aggregated path answers exactly what its Gravitino twin answers (same handler, same
+/// caches): status and body, errors included.
+#[tokio::test]
+async fn every_aggregated_path_answers_like_its_gravitino_twin() {
+    let cases = [
+        (
+            "/tables/hr.public.employees/datasets",
+            "/objects/table/hr.public.employees/semantic-model-datasets",
+        ),
+        (
+            "/views/hr.public.employees/datasets",
+            "/objects/view/hr.public.employees/semantic-model-datasets",
+        ),
+        (
+            "/tables/nocatalog.s.t/datasets",
+            "/objects/table/nocatalog.s.t/semantic-model-datasets",
+        ),
+        (
+            "/schemas/analytics.semantic/metrics",
+            "/catalogs/analytics/schemas/semantic/semantic-model-metrics",
+        ),
+        (
+            "/schemas/analytics.semantic/metrics?details=true",
+            "/catalogs/analytics/schemas/semantic/semantic-model-metrics?details=true",
+        ),
+        (
+            "/schemas/analytics.semantic/models",
+            "/catalogs/analytics/schemas/semantic/semantic-models",
+        ),
+        (
+            "/models/analytics.semantic.employee_analysis",
+            "/catalogs/analytics/schemas/semantic/semantic-models/employee_analysis",
+        ),
+        (
+            "/models/analytics.semantic.nope",
+            "/catalogs/analytics/schemas/semantic/semantic-models/nope",
+        ),
+        (
+            "/models/analytics.semantic.employee_analysis/lineage",
+            "/catalogs/analytics/schemas/semantic/semantic-models/employee_analysis/lineage",
+        ),
+        (
+            "/catalogs/analytics/registrations",
+            "/catalogs/analytics/registrations",
+        ),
+        (
+            "/catalogs/analytics/stale-schemas",
+            "/catalogs/analytics/stale-schemas",
+        ),
+        (
+            "/catalogs/analytics/stale-entities",
+            "/catalogs/analytics/stale-entities",
+        ),
+    ];
+    for (aggregated, twin) in cases {
+        let (a_status, a) = get(&format!("{AGG}{aggregated}")).await;
+        let (t_status, t) = get(&format!("{API}{twin}")).await;
+        assert_eq!((a_status, &a), (t_status, &t), "{aggregated} vs {twin}");
+    }
+    let (status, v) = call(
+        World {
+            leading: true,
+            ..World::default()
+        },
+        "POST",
+        &format!("{AGG}/catalogs/analytics/reconcile"),
+        &[],
+        "{\"dryRun\": true}",
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+}
+
+#[tokio::test]
+async fn aggregated_names_that_do_not_split_are_refused_in_the_envelope() {
+    for path in [
+        "/schemas/analytics/metrics",
+        "/schemas/analytics.semantic.x/models",
+        "/models/analytics.semantic",
+        "/models/analytics..m",
+        "/models/%60analytics.semantic.m/lineage",
+    ] {
+        let (status, v) = get(&format!("{AGG}{path}")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{path}");
+        assert_eq!(envelope(&v), (1001, "ILLEGAL_ARGUMENTS"), "{path}");
+    }
+    let (status, v) = get("/apis/query.semops.io/v1alpha1/namespaces/example/nothing/x").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(envelope(&v), (1003, "NOT_FOUND"));
+    let (status, v) = call(
+        World::default(),
+        "DELETE",
+        &format!("{AGG}/models/a.b.c"),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(envelope(&v), (1006, "UNSUPPORTED_OPERATION"));
+}
+
+#[tokio::test]
+async fn discovery_and_openapi_v3_describe_the_group() {
+    let (status, v) = get("/apis").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(v["kind"], "APIGroupList");
+    assert_eq!(
+        v["groups"][0]["preferredVersion"]["groupVersion"],
+        "query.semops.io/v1alpha1"
+    );
+    let (_, v) = get("/apis/query.semops.io").await;
+    assert_eq!(v["kind"], "APIGroup");
+    let (_, v) = get("/apis/query.semops.io/v1alpha1").await;
+    assert_eq!(v["kind"], "APIResourceList");
+    assert!(
+        v["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["namespaced"] == true)
+    );
+    let (_, index) = get("/openapi/v3").await;
+    let url = index["paths"]["apis/query.semops.io/v1alpha1"]["serverRelativeURL"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (status, doc) = get(&url).await;
+    assert_eq!(status, StatusCode::OK);
+    for (path, _) in semops::api::paths::AGGREGATED {
+        assert!(doc["paths"].get(*path).is_some(), "{path} in OpenAPI v3");
+    }
+}
+
+/// A user the API server proxied is taken as is: no TokenReview (the client here reaches no
+/// API server, so a review would fail), straight to the per-object checks (which fail closed).
+#[tokio::test]
+async fn a_proxied_user_needs_no_token_and_is_still_authorized_per_object() {
+    let path = format!("{AGG}/schemas/analytics.semantic/models");
+    let world = World {
+        auth_kubernetes: true,
+        ..World::default()
+    };
+    let (app, _held) = world.router();
+    let mut req = Request::get(&path).body(Body::empty()).unwrap();
+    req.extensions_mut()
+        .insert(semops::api::auth::Proxied(semops::api::auth::Caller {
+            username: "alice".into(),
+            uid: None,
+            groups: vec!["team-a".into()],
+        }));
+    let resp = app.oneshot(req).await.unwrap();
+    // Not 401: authenticated. The catalog check could not be asked: refused, fail closed.
+    assert_eq!(resp.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    let (status, v) = call(
+        World {
+            auth_kubernetes: true,
+            ..World::default()
+        },
+        "GET",
+        &path,
+        &[("x-remote-user", "alice")],
+        "",
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::UNAUTHORIZED,
+        "headers alone name nobody: {v}"
+    );
 }

@@ -126,7 +126,9 @@ fn every_optional_feature_renders_what_it_promises() {
     );
     let sm = find(&objects, "ServiceMonitor");
     assert_eq!(sm.len(), 1);
-    assert_eq!(sm[0]["spec"]["endpoints"][0]["port"], "metrics");
+    assert_eq!(sm[0]["spec"]["endpoints"][0]["port"], "https");
+    assert_eq!(sm[0]["spec"]["endpoints"][0]["scheme"], "https");
+    assert!(sm[0]["spec"]["endpoints"][0]["bearerTokenFile"].is_string());
     let np = find(&objects, "NetworkPolicy");
     assert_eq!(np.len(), 1);
     assert_eq!(
@@ -204,6 +206,11 @@ fn rbac_is_least_privilege_without_wildcards() {
         .chain(find(&objects, "Role"))
     {
         for rule in role["rules"].as_array().unwrap() {
+            if rule.get("nonResourceURLs").is_some() {
+                assert_eq!(rule["nonResourceURLs"], serde_json::json!(["/metrics"]));
+                assert_eq!(rule["verbs"], serde_json::json!(["get"]));
+                continue;
+            }
             for field in ["apiGroups", "resources", "verbs"] {
                 let values = rule[field].as_array().unwrap();
                 assert!(
@@ -237,12 +244,19 @@ fn secret_namespaces_move_secret_and_revision_access_into_roles() {
                 .any(|x| x == resource)
         })
     };
+    let operator_role = |objects: &Vec<Value>| {
+        find(objects, "ClusterRole")
+            .into_iter()
+            .find(|r| r["metadata"]["name"] == "semops")
+            .unwrap()
+            .clone()
+    };
     let objects = render(&[]);
-    let cluster = find(&objects, "ClusterRole")[0];
+    let cluster = &operator_role(&objects);
     assert!(grants(cluster, "secrets") && grants(cluster, "controllerrevisions"));
 
     let objects = render(&["rbac.secretNamespaces={team-a,team-b}"]);
-    let cluster = find(&objects, "ClusterRole")[0];
+    let cluster = &operator_role(&objects);
     assert!(!grants(cluster, "secrets") && !grants(cluster, "controllerrevisions"));
     let roles: Vec<&Value> = find(&objects, "Role")
         .into_iter()
@@ -333,4 +347,107 @@ fn the_values_schema_refuses_unknown_keys_and_bad_values() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+/// The read API's TLS and the aggregated API: the generated certificate names the Service the
+/// API server calls and is signed by the CA the APIService trusts; the Deployment serves with it;
+/// cert-manager replaces the generated pair; `api.aggregated=false` renders no APIService.
+#[test]
+fn the_aggregated_api_and_its_certificate_render_consistently() {
+    let objects = render(&[]);
+    let secret = find(&objects, "Secret")
+        .into_iter()
+        .find(|s| s["metadata"]["name"] == "semops-api-tls")
+        .expect("the generated serving Secret");
+    let apiservice = find(&objects, "APIService")[0];
+    assert_eq!(apiservice["metadata"]["name"], "v1alpha1.query.semops.io");
+    assert_eq!(apiservice["spec"]["service"]["name"], "semops");
+    assert_eq!(apiservice["spec"]["service"]["namespace"], "semops-system");
+    assert_eq!(apiservice["spec"]["caBundle"], secret["data"]["ca.crt"]);
+    // The certificate verifies against that CA for the Service's DNS name.
+    let dir = std::env::temp_dir().join(format!("semops-chart-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (key, file) in [("ca.crt", "ca.pem"), ("tls.crt", "tls.pem")] {
+        let b64 = secret["data"][key].as_str().unwrap();
+        let out = std::process::Command::new("base64")
+            .arg("-d")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                use std::io::Write;
+                c.stdin.take().unwrap().write_all(b64.as_bytes())?;
+                c.wait_with_output()
+            })
+            .unwrap();
+        std::fs::write(dir.join(file), out.stdout).unwrap();
+    }
+    let verify = std::process::Command::new("openssl")
+        .args([
+            "verify",
+            "-verify_hostname",
+            "semops.semops-system.svc",
+            "-CAfile",
+        ])
+        .arg(dir.join("ca.pem"))
+        .arg(dir.join("tls.pem"))
+        .output()
+        .unwrap();
+    assert!(
+        verify.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verify.stderr)
+    );
+    let reader = find(&objects, "RoleBinding")
+        .into_iter()
+        .find(|b| b["roleRef"]["name"] == "extension-apiserver-authentication-reader")
+        .expect("the front-proxy settings readable");
+    assert_eq!(reader["metadata"]["namespace"], "kube-system");
+
+    let deployment = find(&objects, "Deployment")[0];
+    let args = deployment["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
+    for flag in [
+        "--api-tls-cert-file=/etc/semops/api-tls/tls.crt",
+        "--api-tls-key-file=/etc/semops/api-tls/tls.key",
+        "--api-token-audiences=semops",
+        "--metrics-auth=kubernetes",
+    ] {
+        assert!(args.contains(flag), "{flag} in {args}");
+    }
+
+    let off = render(&["api.aggregated=false"]);
+    assert!(find(&off, "APIService").is_empty());
+    assert!(
+        !find(&off, "RoleBinding")
+            .iter()
+            .any(|b| b["metadata"]["namespace"] == "kube-system")
+    );
+
+    let managed = render(&[
+        "api.tls.certManagerIssuer.name=corp-ca",
+        "api.tls.certManagerIssuer.kind=ClusterIssuer",
+    ]);
+    assert!(
+        !find(&managed, "Secret")
+            .iter()
+            .any(|s| s["metadata"]["name"] == "semops-api-tls"),
+        "cert-manager writes the Secret"
+    );
+    let cert = find(&managed, "Certificate")[0];
+    assert_eq!(cert["spec"]["secretName"], "semops-api-tls");
+    assert_eq!(cert["spec"]["issuerRef"]["name"], "corp-ca");
+    assert!(
+        cert["spec"]["dnsNames"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d == "semops.semops-system.svc")
+    );
+    let apiservice = find(&managed, "APIService")[0];
+    assert_eq!(
+        apiservice["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+        "semops-system/semops-api-tls"
+    );
+    assert!(apiservice["spec"].get("caBundle").is_none());
+    std::fs::remove_dir_all(&dir).ok();
 }

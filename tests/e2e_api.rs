@@ -111,6 +111,28 @@ fn the_seed_example_the_rbac_matrix_and_source_lifecycle_through_the_api() {
     assert!(body.contains(r#""type":"FORBIDDEN""#));
     assert_eq!(get(op.api_port, &lookup, None).0, 401);
     assert_eq!(get(op.api_port, &lookup, Some("not-a-token")).0, 401);
+    // Audiences keep tokens in their lane: one issued for the API server is refused here, and
+    // the one issued for semops is refused by the API server (nothing captured is replayable).
+    let for_api_server = env.kubectl_ok(&["create", "token", "full", "-n", ns]);
+    let (status, body) = get(op.api_port, &lookup, Some(for_api_server.trim()));
+    assert_eq!(status, 401, "{body}");
+    let semops_only = env
+        .work_dir
+        .join(format!("{ns}-semops-audience.kubeconfig"));
+    env.token_kubeconfig(&full, &semops_only);
+    let out = env
+        .tool("kubectl")
+        .arg("--kubeconfig")
+        .arg(&semops_only)
+        .args(["get", "catalogs", "-n", ns])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Unauthorized"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     // Errors: unsupported type, malformed name, missing object; fixed messages, no echo.
     let (status, body) = get(

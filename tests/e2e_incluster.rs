@@ -1,6 +1,7 @@
 //! The chart's Pods on a real node (hack/node: containerd, CNI, kubelet, kube-proxy) running the
 //! image hack/image built, as users run semops: install, two replicas and one leader, the
-//! examples, the read API through `kubectl port-forward` with a real user's token, the Pod's
+//! examples, the read API through the Kubernetes API server (aggregated API) with client-certificate,
+//! ServiceAccount and unauthorized users and on its HTTPS port with a semops-audience token, the Pod's
 //! security context, the leader's Pod deleted under edits, a rolling `helm upgrade` to another
 //! image tag with never two writers, `helm test`, and `helm uninstall` without a hanging
 //! namespace. One scenario, in order: each step builds on the last.
@@ -83,10 +84,31 @@ fn leader(env: &Env) -> String {
 }
 
 fn two_ready(env: &Env) -> Vec<(String, String, bool)> {
-    eventually(Duration::from_secs(180), "2/2 replicas Ready", || {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
         let p = pods(env);
-        (p.len() == 2 && p.iter().all(|x| x.2)).then_some(p)
-    })
+        if p.len() == 2 && p.iter().all(|x| x.2) {
+            return p;
+        }
+        if Instant::now() > deadline {
+            let describe = env.kubectl(&["describe", "pods", "-n", SYSTEM]);
+            let logs = env.kubectl(&[
+                "logs",
+                "-n",
+                SYSTEM,
+                "-l",
+                "app.kubernetes.io/name=semops",
+                "--tail=30",
+                "--prefix",
+            ]);
+            panic!(
+                "timed out waiting for 2/2 replicas Ready: {p:?}\n{}\n{}",
+                String::from_utf8_lossy(&describe.stdout),
+                String::from_utf8_lossy(&logs.stdout)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }
 
 /// Metric ids of every model in `ns`: (model, metric) -> id.
@@ -191,7 +213,7 @@ fn assert_writers_never_interleave(writers: &[String]) {
 struct Forward(Child, u16);
 
 impl Forward {
-    fn start(env: &Env) -> Forward {
+    fn start(env: &Env, target: u16) -> Forward {
         let mut child = env
             .tool("kubectl")
             .args([
@@ -199,7 +221,7 @@ impl Forward {
                 "-n",
                 SYSTEM,
                 &format!("svc/{RELEASE}"),
-                ":8090",
+                &format!(":{target}"),
             ])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -210,7 +232,7 @@ impl Forward {
         out.read_line(&mut line).unwrap();
         // Keep reading: kubectl logs each connection, and dies of a closed pipe otherwise.
         std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-        // "Forwarding from 127.0.0.1:PORT -> 8090"
+        // "Forwarding from 127.0.0.1:PORT -> TARGET"
         let port = line
             .split("127.0.0.1:")
             .nth(1)
@@ -302,31 +324,8 @@ fn the_chart_runs_for_real_from_install_to_uninstall() {
         );
     }
 
-    // The read API through `kubectl port-forward`, with a real user's token (TokenReview and
-    // SubjectAccessReview made by the Pod).
-    let token = env.service_account_token(
-        &app.name,
-        "reader",
-        "[{apiGroups: [semops.io], resources: [catalogs, semanticmodels], verbs: [get]}]",
-        &[
-            ("get", "catalogs.semops.io"),
-            ("get", "semanticmodels.semops.io"),
-        ],
-    );
-    let forward = Forward::start(env);
-    let lookup = format!(
-        "/api/metalakes/{}/objects/table/hr.public.employees/semantic-model-datasets",
-        app.name
-    );
-    let (code, body) = support::checks::request(forward.1, "GET", &lookup, Some(&token), None);
-    assert_eq!(code, 200, "{body}");
-    assert!(
-        body.contains("employee_analysis") && body.contains("\"manager\""),
-        "{body}"
-    );
-    let (code, _) = support::checks::request(forward.1, "GET", &lookup, Some("not-a-token"), None);
-    assert_eq!(code, 401);
-    drop(forward);
+    read_api_through_the_api_server(env, &app.name);
+    read_api_on_the_direct_port(env, &app.name);
 
     // The leader's Pod is deleted while models are edited: the other replica takes over, every
     // edit is accepted, no metric id is lost, reused or duplicated.
@@ -530,4 +529,261 @@ fn the_chart_runs_for_real_from_install_to_uninstall() {
             .success())
         .then_some(())
     });
+}
+
+/// `kubectl get --raw PATH` as the user of `kubeconfig`: Ok(body) or Err(stderr).
+fn get_raw(env: &Env, kubeconfig: &std::path::Path, path: &str) -> Result<String, String> {
+    let out = env
+        .tool("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["get", "--raw", path])
+        .output()
+        .unwrap();
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+/// Each query through the API server with (a) a client-certificate user, (b) a ServiceAccount
+/// token, (c) a user without RBAC on the query group (403 from the API server), (d) a user with
+/// the group but not the model (the model left out).
+fn read_api_through_the_api_server(env: &Env, ns: &str) {
+    eventually(Duration::from_secs(120), "the APIService Available", || {
+        let s = env.kubectl_ok(&[
+            "get",
+            "apiservice",
+            "v1alpha1.query.semops.io",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Available\")].status}",
+        ]);
+        (s == "True").then_some(())
+    });
+    let grant = |subject: &str, name: &str, models: &str| {
+        env.apply_ok(&format!(
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: {name}, namespace: {ns}}}\nrules:\n\
+             - {{apiGroups: [query.semops.io], resources: ['*'], verbs: [get, create]}}\n\
+             - {{apiGroups: [semops.io], resources: [catalogs], verbs: [get]}}\n\
+             - {{apiGroups: [semops.io], resources: [semanticmodels], verbs: [get]{models}}}\n---\n\
+             apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: {name}, namespace: {ns}}}\n\
+             roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {name}}}\nsubjects: [{subject}]\n"
+        ));
+    };
+    grant(
+        "{kind: User, name: alice, apiGroup: rbac.authorization.k8s.io}",
+        "alice",
+        "",
+    );
+    grant(
+        "{kind: ServiceAccount, name: reader, namespace: NS}"
+            .replace("NS", ns)
+            .as_str(),
+        "reader",
+        "",
+    );
+    grant(
+        "{kind: User, name: carol, apiGroup: rbac.authorization.k8s.io}",
+        "carol",
+        ", resourceNames: [another-model]",
+    );
+    env.kubectl_ok(&["create", "serviceaccount", "reader", "-n", ns]);
+    let alice = env.client_cert_kubeconfig("alice", &["team-a"]);
+    let bob = env.client_cert_kubeconfig("bob", &["team-b"]);
+    let carol = env.client_cert_kubeconfig("carol", &[]);
+    let reader = env.work_dir.join("reader.kubeconfig");
+    // The API server's own audience: it is the API server that checks this token.
+    let token = env.kubectl_ok(&["create", "token", "reader", "-n", ns]);
+    env.token_kubeconfig(token.trim(), &reader);
+
+    let base = format!("/apis/query.semops.io/v1alpha1/namespaces/{ns}");
+    let lookup = format!("{base}/tables/hr.public.employees/datasets");
+    for (who, kubeconfig) in [
+        ("alice (client certificate)", &alice),
+        ("reader (ServiceAccount token)", &reader),
+    ] {
+        let body = eventually(Duration::from_secs(60), &format!("{who}: lookup"), || {
+            get_raw(env, kubeconfig, &lookup)
+                .ok()
+                .filter(|b| b.contains("employee_analysis"))
+        });
+        assert!(body.contains("\"manager\""), "{who}: {body}");
+        for (path, expect) in [
+            (
+                format!("{base}/schemas/analytics.semantic/metrics"),
+                "headcount",
+            ),
+            (
+                format!("{base}/schemas/analytics.semantic/models"),
+                "employee_analysis",
+            ),
+            (
+                format!("{base}/models/analytics.semantic.employee_analysis"),
+                "metricIds",
+            ),
+            (
+                format!("{base}/models/analytics.semantic.employee_analysis/lineage"),
+                "schemaVersion",
+            ),
+            (
+                format!("{base}/tables/hr.public.employees/lineage"),
+                "schemaVersion",
+            ),
+            (format!("{base}/catalogs/hr/registrations"), "registrations"),
+        ] {
+            let body =
+                get_raw(env, kubeconfig, &path).unwrap_or_else(|e| panic!("{who} {path}: {e}"));
+            assert!(body.contains(expect), "{who} {path}: {body}");
+        }
+    }
+    // (c) No RBAC on the query group: the API server refuses before semops is asked.
+    let err = get_raw(env, &bob, &lookup).unwrap_err();
+    assert!(
+        err.contains("Forbidden") || err.contains("forbidden"),
+        "bob: {err}"
+    );
+    // (d) The query group but not the model: the model is left out, and asked for by name it
+    // does not exist for this user.
+    let body = eventually(Duration::from_secs(60), "carol: lookup", || {
+        get_raw(env, &carol, &lookup).ok()
+    });
+    assert_eq!(body.trim(), r#"{"code":0,"identifiers":[]}"#, "carol");
+    let err = get_raw(
+        env,
+        &carol,
+        &format!("{base}/models/analytics.semantic.employee_analysis"),
+    )
+    .unwrap_err();
+    assert!(
+        err.contains("NotFound") || err.contains("not found"),
+        "carol: {err}"
+    );
+    // Discovery: kubectl knows the group.
+    let resources = env.kubectl_ok(&[
+        "api-resources",
+        "--api-group",
+        "query.semops.io",
+        "-o",
+        "name",
+    ]);
+    assert!(resources.contains("models.query.semops.io"), "{resources}");
+
+    // The CLI, with a client-certificate kubeconfig, through the same path.
+    let cli = std::process::Command::new(env!("CARGO_BIN_EXE_semops"))
+        .args([
+            "lookup",
+            "table",
+            "hr.public.employees",
+            "-n",
+            ns,
+            "-o",
+            "json",
+            "--kubeconfig",
+        ])
+        .arg(&alice)
+        .output()
+        .unwrap();
+    assert!(
+        cli.status.success(),
+        "semops lookup: {}",
+        String::from_utf8_lossy(&cli.stderr)
+    );
+    assert!(String::from_utf8_lossy(&cli.stdout).contains("employee_analysis"));
+}
+
+/// The direct HTTPS port (Gravitino paths) through `kubectl port-forward`: the chart's CA
+/// verifies it, a semops-audience token works, the API server's audience does not; /metrics
+/// on the same port needs a token allowed `get /metrics`.
+fn read_api_on_the_direct_port(env: &Env, ns: &str) {
+    let ca = env.work_dir.join("semops-api-ca.crt");
+    let b64 = env.kubectl_ok(&[
+        "get",
+        "secret",
+        "semops-api-tls",
+        "-n",
+        SYSTEM,
+        "-o",
+        "jsonpath={.data.ca\\.crt}",
+    ]);
+    let pem = Command::new("base64")
+        .arg("-d")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(b64.as_bytes())?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    std::fs::write(&ca, pem.stdout).unwrap();
+    let forward = Forward::start(env, 8090);
+    let https = |path: &str, token: Option<&str>| -> (u16, String) {
+        let host = format!("{RELEASE}.{SYSTEM}.svc");
+        let mut c = Command::new("curl");
+        c.args([
+            "-sS",
+            "--max-time",
+            "20",
+            "-w",
+            "\n%{http_code}",
+            "--cacert",
+        ])
+        .arg(&ca)
+        .arg("--resolve")
+        .arg(format!("{host}:{}:127.0.0.1", forward.1))
+        .arg(format!("https://{host}:{}{path}", forward.1));
+        if let Some(t) = token {
+            c.args(["-H", &format!("Authorization: Bearer {t}")]);
+        }
+        let out = c.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+        (code.trim().parse().unwrap_or(0), body.to_string())
+    };
+    let token = env.service_account_token(
+        ns,
+        "direct",
+        "[{apiGroups: [semops.io], resources: [catalogs, semanticmodels], verbs: [get]}]",
+        &[
+            ("get", "catalogs.semops.io"),
+            ("get", "semanticmodels.semops.io"),
+        ],
+    );
+    let lookup =
+        format!("/api/metalakes/{ns}/objects/table/hr.public.employees/semantic-model-datasets");
+    let (code, body) = eventually(Duration::from_secs(60), "direct lookup", || {
+        let r = https(&lookup, Some(&token));
+        (r.0 == 200).then_some(r)
+    });
+    assert!(body.contains("employee_analysis"), "{code} {body}");
+    let api_server_token = env.kubectl_ok(&["create", "token", "direct", "-n", ns]);
+    assert_eq!(
+        https(&lookup, Some(api_server_token.trim())).0,
+        401,
+        "API server audience refused"
+    );
+    assert_eq!(https(&lookup, Some("not-a-token")).0, 401);
+    // /metrics: 401 without a token, 403 without the role, 200 with it.
+    assert_eq!(https("/metrics", None).0, 401);
+    let scraper = env.service_account_token(ns, "scraper", "[]", &[]);
+    let scraper_api = env.kubectl_ok(&["create", "token", "scraper", "-n", ns]);
+    assert_eq!(https("/metrics", Some(scraper_api.trim())).0, 403);
+    drop(scraper);
+    env.kubectl_ok(&[
+        "create",
+        "clusterrolebinding",
+        &format!("{ns}-scraper"),
+        "--clusterrole",
+        "semops-metrics-reader",
+        "--serviceaccount",
+        &format!("{ns}:scraper"),
+    ]);
+    let (code, body) = eventually(Duration::from_secs(60), "metrics for the scraper", || {
+        let r = https("/metrics", Some(scraper_api.trim()));
+        (r.0 == 200).then_some(r)
+    });
+    assert!(body.contains("semops_"), "{code}");
+    drop(forward);
 }

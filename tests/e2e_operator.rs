@@ -338,7 +338,10 @@ fn readiness_waits_for_the_caches_to_sync() {
     let ns = env.namespace("ready");
     let ns = ns.name.as_str();
     env.apply_ok(&examples_in(ns));
-    let token = env.service_account_token(ns, "late", "[]", &[]);
+    env.service_account_token(ns, "late", "[]", &[]);
+    // The operator's own identity: a token for the API server (not the semops audience).
+    let token = env.kubectl_ok(&["create", "token", "late", "-n", ns]);
+    let token = token.trim();
     let kc: serde_json::Value =
         serde_yaml::from_str(&std::fs::read_to_string(&env.kubeconfig).unwrap()).unwrap();
     let cluster = &kc["clusters"][0]["cluster"];

@@ -70,11 +70,31 @@ pub struct Caller {
     pub groups: Vec<String>,
 }
 
+/// TokenReviews in flight at once; more wait up to [`REVIEW_WAIT`], then get 503.
+pub const REVIEWS_IN_FLIGHT: usize = 16;
+pub const REVIEW_WAIT: Duration = Duration::from_secs(2);
+
 /// The Kubernetes-backed reviewer with its caches.
 pub struct KubeAuth {
+    /// Its own client (own connection pool), never the one that renews the Lease: a flood of
+    /// reviews cannot delay a renewal.
     client: Client,
+    /// Audiences a bearer token must be issued for (`semops` by default): a token made for the
+    /// API server is refused here, and one made for semops is useless against the API server.
+    audiences: Vec<String>,
+    reviews: tokio::sync::Semaphore,
+    /// Valid and invalid tokens alike (by hash): a repeated random token costs one review.
     tokens: TtlCache<[u8; 32], Option<Caller>>,
     decisions: TtlCache<(Caller, String, String, String), bool>,
+}
+
+/// Why a caller could not be established.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    #[error("too many token reviews in flight")]
+    Busy,
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
 }
 
 pub enum Auth {
@@ -84,16 +104,19 @@ pub enum Auth {
 }
 
 impl Auth {
-    pub fn kubernetes(client: Client) -> Self {
+    /// `audiences`: what a token must be issued for; empty means the API server's own.
+    pub fn kubernetes(client: Client, audiences: Vec<String>) -> Self {
         Auth::Kubernetes(Box::new(KubeAuth {
             client,
+            audiences,
+            reviews: tokio::sync::Semaphore::new(REVIEWS_IN_FLIGHT),
             tokens: TtlCache::new(),
             decisions: TtlCache::new(),
         }))
     }
 
     /// The caller of a bearer token; `Ok(None)` when the token is missing or not valid.
-    pub async fn authenticate(&self, bearer: Option<&str>) -> Result<Option<Caller>, kube::Error> {
+    pub async fn authenticate(&self, bearer: Option<&str>) -> Result<Option<Caller>, AuthError> {
         let Auth::Kubernetes(k) = self else {
             return Ok(Some(Caller {
                 username: "anonymous".into(),
@@ -109,18 +132,29 @@ impl Auth {
         if let Some(hit) = tokens.get(&key) {
             return Ok(hit);
         }
+        let Ok(Ok(_permit)) = tokio::time::timeout(REVIEW_WAIT, k.reviews.acquire()).await else {
+            return Err(AuthError::Busy);
+        };
         let review = TokenReview {
             spec: TokenReviewSpec {
                 token: token.to_string(),
-                audiences: None,
+                audiences: (!k.audiences.is_empty()).then(|| k.audiences.clone()),
             },
             ..Default::default()
         };
         let api: Api<TokenReview> = Api::all(client.clone());
         let answer = api.create(&PostParams::default(), &review).await?;
+        let audiences = &k.audiences;
         let caller = answer
             .status
             .filter(|s| s.authenticated == Some(true))
+            // The API server says which of our audiences the token is for; none is a refusal.
+            .filter(|s| {
+                audiences.is_empty()
+                    || s.audiences
+                        .as_ref()
+                        .is_some_and(|a| a.iter().any(|x| audiences.contains(x)))
+            })
             .and_then(|s| s.user)
             .map(|u: UserInfo| Caller {
                 username: u.username.unwrap_or_default(),
@@ -180,7 +214,8 @@ impl Auth {
                     group: Some("semops.io".into()),
                     resource: Some(resource.to_string()),
                     subresource,
-                    name: Some(name.to_string()),
+                    // No name: the namespace-wide question ("every model here?").
+                    name: (!name.is_empty()).then(|| name.to_string()),
                     ..Default::default()
                 }),
                 ..Default::default()
@@ -194,6 +229,53 @@ impl Auth {
             .status
             .is_some_and(|s| s.allowed);
         decisions.put(key, allowed);
+        Ok(allowed)
+    }
+}
+
+impl Auth {
+    /// Whether `caller` may `verb` the non-resource URL `path` (`get /metrics`: the
+    /// kube-rbac-proxy convention, granted by a ClusterRole with `nonResourceURLs`).
+    pub async fn may_non_resource(
+        &self,
+        caller: &Caller,
+        verb: &str,
+        path: &str,
+    ) -> Result<bool, kube::Error> {
+        let Auth::Kubernetes(k) = self else {
+            return Ok(true);
+        };
+        let key = (
+            caller.clone(),
+            String::new(),
+            format!("{verb} {path}"),
+            "(non-resource)".to_string(),
+        );
+        if let Some(hit) = k.decisions.get(&key) {
+            return Ok(hit);
+        }
+        let review = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: Some(caller.username.clone()),
+                uid: caller.uid.clone(),
+                groups: Some(caller.groups.clone()),
+                non_resource_attributes: Some(
+                    k8s_openapi::api::authorization::v1::NonResourceAttributes {
+                        path: Some(path.to_string()),
+                        verb: Some(verb.to_string()),
+                    },
+                ),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let api: Api<SubjectAccessReview> = Api::all(k.client.clone());
+        let allowed = api
+            .create(&PostParams::default(), &review)
+            .await?
+            .status
+            .is_some_and(|s| s.allowed);
+        k.decisions.put(key, allowed);
         Ok(allowed)
     }
 }
@@ -229,5 +311,37 @@ mod tests {
             c.put_at(i, true, later);
             assert!(c.entries.lock().unwrap().len() <= 4);
         }
+    }
+}
+
+/// A user the Kubernetes API server authenticated and proxied here (front-proxy headers on a
+/// connection whose client certificate verified; see `api::front_proxy`). Only the connection
+/// layer inserts it: clients cannot set request extensions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Proxied(pub Caller);
+
+/// How a request says who asks: a user the API server proxied, or a bearer token to review.
+#[derive(Clone, Debug, Default)]
+pub struct Asker {
+    pub proxied: Option<Caller>,
+    pub bearer: Option<String>,
+}
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Asker {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _: &S,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(Asker {
+            proxied: parts.extensions.get::<Proxied>().map(|p| p.0.clone()),
+            bearer: parts
+                .headers
+                .get(axum::http::header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .map(str::to_string),
+        })
     }
 }

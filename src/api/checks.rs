@@ -1,15 +1,16 @@
-//! Stale report and on-demand reconcile (DESIGN 6.4). Reports are live report-only scans (no
-//! cache, so every replica answers correctly); a recorded round runs only on the leader.
+//! Stale report and on-demand reconcile (DESIGN 6.4). Reports are live report-only scans, shared
+//! by concurrent askers and reused for a few seconds (`api::reports`); a recorded round runs only
+//! on the leader.
 
 use std::sync::Arc;
 
 use super::extract::Path;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
+use super::auth::Asker;
 use super::error::{self, ApiError};
 use super::routes::{caller, catalog, ok, require, require_verb};
 use super::{ApiState, RoundError};
@@ -63,7 +64,7 @@ pub struct RegistrationList {
 
 async fn scan(
     state: &ApiState,
-    headers: &HeaderMap,
+    headers: &Asker,
     ns: &str,
     name: &str,
     verb: &str,
@@ -76,22 +77,68 @@ async fn scan(
     if act == Act::Record && !state.rounds.is_leading() {
         return Err(error::NOT_LEADER);
     }
-    match state.rounds.run(&cat, act).await {
+    let answer = match state.rounds.run(&cat, act).await {
         Ok(report) => Ok(report),
         Err(RoundError::NotLeader) => Err(error::NOT_LEADER),
         Err(RoundError::Failed) => Err(error::INTERNAL),
+    };
+    if act == Act::Record {
+        // The recorded round changed what a report would say.
+        state.reports.forget(&report_key(&cat));
     }
+    answer
+}
+
+fn report_key(cat: &crate::crd::Catalog) -> String {
+    use kube::ResourceExt;
+    format!(
+        "{}/{}/{}",
+        cat.namespace().unwrap_or_default(),
+        cat.name_any(),
+        cat.uid().unwrap_or_default()
+    )
+}
+
+/// A report-only scan for `GET stale-*`: shared by concurrent askers and reused for
+/// `reports::FRESH_FOR` (the response then carries its `Age`).
+async fn report(
+    state: &ApiState,
+    asker: &Asker,
+    ns: &str,
+    name: &str,
+) -> Result<(StaleReport, std::time::Duration), ApiError> {
+    let who = caller(state, asker).await?;
+    require(state, &who, ns, "catalogs", name).await?;
+    let cat = catalog(state, ns, name)?;
+    state
+        .reports
+        .get(&report_key(&cat), || async {
+            match state.rounds.run(&cat, Act::DryRun).await {
+                Ok(report) => Ok(report),
+                Err(RoundError::NotLeader) => Err(error::NOT_LEADER),
+                Err(RoundError::Failed) => Err(error::INTERNAL),
+            }
+        })
+        .await
+}
+
+fn aged(response: Response, age: std::time::Duration) -> Response {
+    let mut response = response;
+    if let Ok(v) = axum::http::HeaderValue::from_str(&age.as_secs().to_string()) {
+        response.headers_mut().insert(axum::http::header::AGE, v);
+    }
+    response
 }
 
 pub async fn stale_schemas(
     State(state): State<Arc<ApiState>>,
     Path((ns, name)): Path<(String, String)>,
-    headers: HeaderMap,
+    headers: Asker,
 ) -> Response {
-    match scan(&state, &headers, &ns, &name, "get", "catalogs", Act::DryRun).await {
-        Ok(mut report) => {
+    match report(&state, &headers, &ns, &name).await {
+        Ok((mut report, age)) => {
             report.stale_entities.clear();
-            ok(StaleResponse { code: 0, report })
+            aged(ok(StaleResponse { code: 0, report }), age)
         }
         Err(e) => e.into_response(),
     }
@@ -100,10 +147,10 @@ pub async fn stale_schemas(
 pub async fn stale_entities(
     State(state): State<Arc<ApiState>>,
     Path((ns, name)): Path<(String, String)>,
-    headers: HeaderMap,
+    headers: Asker,
 ) -> Response {
-    match scan(&state, &headers, &ns, &name, "get", "catalogs", Act::DryRun).await {
-        Ok(report) => ok(StaleResponse { code: 0, report }),
+    match report(&state, &headers, &ns, &name).await {
+        Ok((report, age)) => aged(ok(StaleResponse { code: 0, report }), age),
         Err(e) => e.into_response(),
     }
 }
@@ -111,7 +158,7 @@ pub async fn stale_entities(
 pub async fn reconcile(
     State(state): State<Arc<ApiState>>,
     Path((ns, name)): Path<(String, String)>,
-    headers: HeaderMap,
+    headers: Asker,
     body: Bytes,
 ) -> Response {
     let request: ReconcileRequest = if body.iter().all(u8::is_ascii_whitespace) {
@@ -148,7 +195,7 @@ pub async fn reconcile(
 pub async fn registrations(
     State(state): State<Arc<ApiState>>,
     Path((ns, name)): Path<(String, String)>,
-    headers: HeaderMap,
+    headers: Asker,
 ) -> Response {
     let served = async {
         let who = caller(&state, &headers).await?;

@@ -26,7 +26,7 @@ pub struct Envelope {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (
+        let mut response = (
             self.status,
             [("cache-control", "private, no-store")],
             Json(Envelope {
@@ -35,9 +35,20 @@ impl IntoResponse for ApiError {
                 message: self.message,
             }),
         )
-            .into_response()
+            .into_response();
+        // Every 503 is temporary: say when to come back (clients and the API server honour it).
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static(RETRY_AFTER_SECONDS),
+            );
+        }
+        response
     }
 }
+
+/// Seconds a 503 asks the client to wait.
+pub const RETRY_AFTER_SECONDS: &str = "1";
 
 const fn e(status: StatusCode, code: i32, type_: &'static str, message: &'static str) -> ApiError {
     ApiError {
@@ -156,4 +167,34 @@ pub const LINEAGE_UNAVAILABLE: ApiError = e(
     1100,
     "LINEAGE_UNAVAILABLE",
     "the semantic model has no accepted revision matching its current spec yet; retry after it is reconciled",
+);
+pub const OVERLOADED: ApiError = e(
+    StatusCode::SERVICE_UNAVAILABLE,
+    1100,
+    "OVERLOADED",
+    "the server is handling too many requests; retry shortly",
+);
+pub const TIMED_OUT: ApiError = e(
+    StatusCode::SERVICE_UNAVAILABLE,
+    1100,
+    "TIMED_OUT",
+    "the request took longer than the server allows; retry shortly",
+);
+pub const NO_SUCH_PATH: ApiError = e(
+    StatusCode::NOT_FOUND,
+    1003,
+    "NOT_FOUND",
+    "no such path; see /openapi.json (direct port) or /openapi/v3 (aggregated API)",
+);
+pub const METHOD_NOT_ALLOWED: ApiError = e(
+    StatusCode::METHOD_NOT_ALLOWED,
+    1006,
+    "UNSUPPORTED_OPERATION",
+    "this path does not answer that method",
+);
+pub const BAD_DOTTED_NAME: ApiError = e(
+    StatusCode::BAD_REQUEST,
+    1001,
+    "ILLEGAL_ARGUMENTS",
+    "the name must be catalog.schema (schemas) or catalog.schema.model (models), with backtick quoting for dots",
 );

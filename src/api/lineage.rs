@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use super::extract::{Path, Query};
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::ApiState;
+use super::auth::Asker;
 use super::error::{self, ApiError};
 use super::routes::{
     Parts, accepted_definition, bound_datasets, caller, home_models, resolve_source, visible_to,
@@ -189,13 +189,17 @@ async fn project<T: Send + 'static>(
 pub async fn model_lineage(
     State(state): State<Arc<ApiState>>,
     Path((ns, catalog_name, schema, name)): Path<(String, String, String, String)>,
-    headers: HeaderMap,
+    headers: Asker,
 ) -> Response {
     let limits = state.lineage.settings.limits;
+    // Authenticated before admission: anonymous floods never hold the lineage permits.
+    let who = match caller(&state, &headers).await {
+        Ok(who) => who,
+        Err(e) => return e.into_response(),
+    };
     let st = state.clone();
     admitted(&state, move |permit| async move {
-        let who = caller(&st, &headers).await?;
-        let models = home_models(&st, &who, &ns, &catalog_name, &schema).await?;
+        let models = home_models(&st, &who, &ns, &catalog_name, &schema, Some(&name)).await?;
         let m = models
             .into_iter()
             .find(|m| m.model_name() == name)
@@ -216,12 +220,16 @@ pub async fn model_lineage(
 
 async fn source_lineage_of(
     state: Arc<ApiState>,
-    headers: HeaderMap,
+    headers: Asker,
     ns: String,
     object_type: String,
     source: SourceRef,
 ) -> Response {
     let limits = state.lineage.settings.limits;
+    // Authenticated before admission (the answer is cached, so `resolve_source` reuses it).
+    if let Err(e) = caller(&state, &headers).await {
+        return e.into_response();
+    }
     let st = state.clone();
     admitted(&state, move |permit| async move {
         let (who, key) = resolve_source(&st, &headers, &ns, &object_type, &source).await?;
@@ -254,7 +262,7 @@ async fn source_lineage_of(
 pub async fn source_lineage(
     State(state): State<Arc<ApiState>>,
     Path((ns, object_type, full_name)): Path<(String, String, String)>,
-    headers: HeaderMap,
+    headers: Asker,
 ) -> Response {
     match SourceRef::parse(&full_name) {
         Ok(source) => source_lineage_of(state, headers, ns, object_type, source).await,
@@ -266,7 +274,7 @@ pub async fn source_lineage_by_parts(
     State(state): State<Arc<ApiState>>,
     Path((ns, object_type)): Path<(String, String)>,
     Query(p): Query<Parts>,
-    headers: HeaderMap,
+    headers: Asker,
 ) -> Response {
     match p.source() {
         Some(source) => source_lineage_of(state, headers, ns, object_type, source).await,

@@ -2,14 +2,19 @@
 //! replica from its own watch caches and indexes. It never imports a controller: check rounds
 //! reach it through the [`Rounds`] seam that `run` wires.
 
+pub mod aggregated;
 pub mod auth;
 pub mod checks;
 pub mod error;
 pub mod extract;
+pub mod front_proxy;
 pub mod lineage;
+pub mod listen;
 pub mod openapi;
 pub mod paths;
+pub mod reports;
 pub mod routes;
+pub mod tls;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -67,6 +72,8 @@ pub struct ApiState {
     pub rounds: Arc<dyn Rounds>,
     /// Lineage admission and bounds.
     pub lineage: lineage::Lineage,
+    /// Stale reports: single flight per catalog, reused briefly, few scans at once.
+    pub reports: reports::Reports,
     pub metrics: Arc<crate::telemetry::Metrics>,
 }
 
@@ -78,7 +85,7 @@ impl ApiState {
 
 pub fn router(state: Arc<ApiState>) -> Router {
     use paths::{MODEL, MODELS, SCHEMA_METRICS, SOURCE_DATASETS, SOURCE_DATASETS_BY_PARTS};
-    Router::new()
+    aggregated::routes(Router::new())
         .route(SOURCE_DATASETS, get(routes::source_datasets))
         .route(
             SOURCE_DATASETS_BY_PARTS,
@@ -106,6 +113,8 @@ pub fn router(state: Arc<ApiState>) -> Router {
                 )
             }),
         )
+        .fallback(|| async { error::NO_SUCH_PATH })
+        .method_not_allowed_fallback(|| async { error::METHOD_NOT_ALLOWED })
         .layer(middleware::from_fn_with_state(state.clone(), observed))
         .with_state(state)
 }
@@ -128,12 +137,16 @@ async fn observed(State(state): State<Arc<ApiState>>, request: Request, next: Ne
     response
 }
 
+/// Serves the read API on `listener` (TLS with `tls`) within `limits` until `shutdown`.
+/// `also` adds routes outside the API's own (run puts /metrics here when it is served on this
+/// HTTPS port); they are neither counted nor authenticated by the API.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: Arc<ApiState>,
+    also: Router,
+    tls: Option<Arc<tls::Serving>>,
+    limits: listen::Limits,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
+    listen::serve(listener, router(state).merge(also), tls, limits, shutdown).await
 }

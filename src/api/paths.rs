@@ -21,6 +21,47 @@ pub const MODEL_LINEAGE: &str =
 pub const SOURCE_LINEAGE: &str = "/api/metalakes/{ns}/objects/{object_type}/{full_name}/lineage";
 pub const SOURCE_LINEAGE_BY_PARTS: &str = "/api/metalakes/{ns}/objects/{object_type}/lineage";
 
+/// The aggregated API's group and version (the chart's `APIService` `v1alpha1.query.semops.io`).
+pub const GROUP: &str = "query.semops.io";
+pub const VERSION: &str = "v1alpha1";
+pub const GROUP_VERSION: &str = "query.semops.io/v1alpha1";
+
+/// An aggregated path under `namespaces/{ns}`: resource-shaped, so the API server's RBAC check
+/// (verb get, resource `tables`, subresource `datasets`, ...) means something.
+macro_rules! aggregated {
+    ($tail:literal) => {
+        concat!("/apis/query.semops.io/v1alpha1/namespaces/{ns}/", $tail)
+    };
+}
+pub const AGG_TABLE_DATASETS: &str = aggregated!("tables/{name}/datasets");
+pub const AGG_VIEW_DATASETS: &str = aggregated!("views/{name}/datasets");
+pub const AGG_TABLE_LINEAGE: &str = aggregated!("tables/{name}/lineage");
+pub const AGG_VIEW_LINEAGE: &str = aggregated!("views/{name}/lineage");
+pub const AGG_SCHEMA_METRICS: &str = aggregated!("schemas/{name}/metrics");
+pub const AGG_SCHEMA_MODELS: &str = aggregated!("schemas/{name}/models");
+pub const AGG_MODEL: &str = aggregated!("models/{name}");
+pub const AGG_MODEL_LINEAGE: &str = aggregated!("models/{name}/lineage");
+pub const AGG_STALE_SCHEMAS: &str = aggregated!("catalogs/{name}/stale-schemas");
+pub const AGG_STALE_ENTITIES: &str = aggregated!("catalogs/{name}/stale-entities");
+pub const AGG_REGISTRATIONS: &str = aggregated!("catalogs/{name}/registrations");
+pub const AGG_RECONCILE: &str = aggregated!("catalogs/{name}/reconcile");
+
+/// Each aggregated path and the Gravitino path that answers it (docs/api.md, OpenAPI v3).
+pub const AGGREGATED: &[(&str, &str)] = &[
+    (AGG_TABLE_DATASETS, SOURCE_DATASETS),
+    (AGG_VIEW_DATASETS, SOURCE_DATASETS),
+    (AGG_TABLE_LINEAGE, SOURCE_LINEAGE),
+    (AGG_VIEW_LINEAGE, SOURCE_LINEAGE),
+    (AGG_SCHEMA_METRICS, SCHEMA_METRICS),
+    (AGG_SCHEMA_MODELS, MODELS),
+    (AGG_MODEL, MODEL),
+    (AGG_MODEL_LINEAGE, MODEL_LINEAGE),
+    (AGG_STALE_SCHEMAS, STALE_SCHEMAS),
+    (AGG_STALE_ENTITIES, STALE_ENTITIES),
+    (AGG_REGISTRATIONS, REGISTRATIONS),
+    (AGG_RECONCILE, RECONCILE),
+];
+
 /// A route path with each `{name}` replaced by the percent-encoded value given for it.
 ///
 /// Panics when a placeholder has no value: every caller passes a fixed route constant, so a

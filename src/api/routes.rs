@@ -7,7 +7,6 @@ use std::sync::Arc;
 use super::extract::{Path, Query};
 use axum::Json;
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use kube::runtime::reflector::ObjectRef;
@@ -15,7 +14,7 @@ use kube::{Api, ResourceExt};
 use serde::{Deserialize, Serialize};
 
 use super::ApiState;
-use super::auth::Caller;
+use super::auth::{Asker, Caller};
 use super::error::{self, ApiError};
 use crate::catalog::registry::provider_from;
 use crate::catalog::{CatalogProvider, ObjectType, Probe, ProbeTarget};
@@ -56,21 +55,17 @@ pub(super) fn ok<T: Serialize>(body: T) -> Response {
     ([("cache-control", "private, no-store")], Json(body)).into_response()
 }
 
-fn bearer(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get("authorization")?
-        .to_str()
-        .ok()?
-        .strip_prefix("Bearer ")
-}
-
-pub(super) async fn caller(state: &ApiState, headers: &HeaderMap) -> Result<Caller, ApiError> {
+pub(super) async fn caller(state: &ApiState, asker: &Asker) -> Result<Caller, ApiError> {
     if !state.is_ready() {
         return Err(error::NOT_READY);
     }
-    match state.auth.authenticate(bearer(headers)).await {
+    if let Some(user) = &asker.proxied {
+        return Ok(user.clone());
+    }
+    match state.auth.authenticate(asker.bearer.as_deref()).await {
         Ok(Some(c)) => Ok(c),
         Ok(None) => Err(error::UNAUTHENTICATED),
+        Err(super::auth::AuthError::Busy) => Err(error::OVERLOADED),
         Err(e) => {
             tracing::warn!(error = %e, "TokenReview failed");
             Err(error::INTERNAL)
@@ -114,6 +109,13 @@ pub(super) async fn visible_to(
     ns: &str,
     models: Vec<Arc<SemanticModel>>,
 ) -> Vec<Arc<SemanticModel>> {
+    if models.is_empty() {
+        return models;
+    }
+    // One namespace-wide review first: a user who may get every model needs no per-model ones.
+    if let Ok(true) = state.auth.may_get(who, ns, "semanticmodels", "").await {
+        return models;
+    }
     let mut out = Vec::new();
     for m in models {
         match state
@@ -171,7 +173,7 @@ impl Parts {
 pub async fn source_datasets(
     State(state): State<Arc<ApiState>>,
     Path((ns, object_type, full_name)): Path<(String, String, String)>,
-    headers: HeaderMap,
+    headers: Asker,
 ) -> Response {
     match SourceRef::parse(&full_name) {
         Ok(source) => lookup(&state, &headers, &ns, &object_type, source)
@@ -185,7 +187,7 @@ pub async fn source_datasets_by_parts(
     State(state): State<Arc<ApiState>>,
     Path((ns, object_type)): Path<(String, String)>,
     Query(p): Query<Parts>,
-    headers: HeaderMap,
+    headers: Asker,
 ) -> Response {
     match p.source() {
         Some(source) => lookup(&state, &headers, &ns, &object_type, source)
@@ -198,7 +200,7 @@ pub async fn source_datasets_by_parts(
 /// DESIGN 6.1: resolve the name live, then match accepted associations by (catalog, type, id).
 async fn lookup(
     state: &ApiState,
-    headers: &HeaderMap,
+    headers: &Asker,
     ns: &str,
     object_type: &str,
     source: SourceRef,
@@ -222,7 +224,7 @@ async fn lookup(
 /// live to (type, native id). Shared by source lookup and source lineage.
 pub(super) async fn resolve_source(
     state: &ApiState,
-    headers: &HeaderMap,
+    headers: &Asker,
     ns: &str,
     object_type: &str,
     source: &SourceRef,
@@ -373,6 +375,7 @@ pub(super) async fn home_models(
     ns: &str,
     catalog_name: &str,
     schema: &str,
+    only: Option<&str>,
 ) -> Result<Vec<Arc<SemanticModel>>, ApiError> {
     require(state, who, ns, "catalogs", catalog_name).await?;
     let cat = catalog(state, ns, catalog_name)?;
@@ -408,6 +411,8 @@ pub(super) async fn home_models(
         .into_iter()
         .filter_map(|r| state.stores.models.get(&r))
         .filter(|m| is_visible(m) && m.spec.catalog == catalog_name && m.spec.schema == schema)
+        // One model asked for: only it is authorized (not every model of the schema).
+        .filter(|m| only.is_none_or(|n| m.model_name() == n))
         .collect();
     Ok(visible_to(state, who, ns, models).await)
 }
@@ -463,11 +468,11 @@ pub async fn schema_metrics(
     State(state): State<Arc<ApiState>>,
     Path((ns, catalog_name, schema)): Path<(String, String, String)>,
     Query(q): Query<Details>,
-    headers: HeaderMap,
+    headers: Asker,
 ) -> Response {
     let run = async {
         let who = caller(&state, &headers).await?;
-        let models = home_models(&state, &who, &ns, &catalog_name, &schema).await?;
+        let models = home_models(&state, &who, &ns, &catalog_name, &schema, None).await?;
         let mut with_defs = Vec::with_capacity(models.len());
         for m in models {
             let def = accepted_definition(&state, &m).await?;
@@ -504,11 +509,11 @@ pub async fn schema_metrics(
 pub async fn list_models(
     State(state): State<Arc<ApiState>>,
     Path((ns, catalog_name, schema)): Path<(String, String, String)>,
-    headers: HeaderMap,
+    headers: Asker,
 ) -> Response {
     let run = async {
         let who = caller(&state, &headers).await?;
-        let models = home_models(&state, &who, &ns, &catalog_name, &schema).await?;
+        let models = home_models(&state, &who, &ns, &catalog_name, &schema, None).await?;
         let mut identifiers: Vec<Identifier> = models
             .iter()
             .map(|m| Identifier {
@@ -547,11 +552,11 @@ pub struct ModelView {
 pub async fn get_model(
     State(state): State<Arc<ApiState>>,
     Path((ns, catalog_name, schema, name)): Path<(String, String, String, String)>,
-    headers: HeaderMap,
+    headers: Asker,
 ) -> Response {
     let run = async {
         let who = caller(&state, &headers).await?;
-        let models = home_models(&state, &who, &ns, &catalog_name, &schema).await?;
+        let models = home_models(&state, &who, &ns, &catalog_name, &schema, Some(&name)).await?;
         let m = models
             .into_iter()
             .find(|m| m.model_name() == name)

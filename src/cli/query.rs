@@ -1,14 +1,16 @@
 //! `semops lookup | metrics | models | lineage | stale`: the read API from a terminal (also
-//! `kubectl semops …`). Talks to the API at `--server` (e.g. after `kubectl port-forward svc/semops
-//! 8090`) with the bearer token of `--token`, or of the current kubeconfig user when it has one.
-//! Every URL is filled in from the route constants the server itself routes by.
+//! `kubectl semops …`). By default through the Kubernetes API server (the aggregated API) with
+//! the kubeconfig's user, whatever it authenticates with; with `--server`, the direct port and
+//! the bearer token of `--token` (or the kubeconfig user's). Every URL is filled in from the
+//! route constants the server itself routes by.
 
 use std::process::ExitCode;
 
+use std::sync::Arc;
+
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+use hyper_util::rt::TokioIo;
 use serde_json::Value;
 
 use crate::api::paths::{self, fill};
@@ -36,15 +38,28 @@ pub enum LineageRoot {
 /// Where and as whom the query verbs ask.
 #[derive(clap::Args)]
 pub struct ApiArgs {
-    /// Namespace (the Gravitino metalake).
-    #[arg(short = 'n', long, env = "SEMOPS_NAMESPACE", default_value = "default")]
-    pub namespace: String,
-    /// Base URL of the semops read API (e.g. after `kubectl port-forward svc/semops 8090`).
-    #[arg(long, env = "SEMOPS_API", default_value = "http://127.0.0.1:8090")]
-    pub server: String,
-    /// Bearer token; defaults to the current kubeconfig user's token, if it has one.
+    /// Namespace (the Gravitino metalake); defaults to the kubeconfig context's namespace.
+    #[arg(short = 'n', long, env = "SEMOPS_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// The direct port instead of the Kubernetes API server, e.g. `https://semops.semops-system.svc:8090`
+    /// (or `http://127.0.0.1:8090` for a local `semops run`). Without it, queries go through the
+    /// API server (aggregated API `query.semops.io`) as the kubeconfig's user, whatever it uses.
+    #[arg(long, env = "SEMOPS_API")]
+    pub server: Option<String>,
+    /// CA certificate (PEM) that verifies an https `--server`; the chart's is in the
+    /// `<release>-api-tls` Secret (`ca.crt`).
+    #[arg(long, requires = "server")]
+    pub ca: Option<std::path::PathBuf>,
+    /// Bearer token for `--server` (`kubectl create token NAME --audience semops`); defaults to
+    /// the kubeconfig user's token, if it has one. Never sent over plain HTTP except to loopback.
     #[arg(long, env = "SEMOPS_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// Path of the kubeconfig (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
+    #[arg(long)]
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// kubeconfig context to use (default: the current one).
+    #[arg(long)]
+    pub context: Option<String>,
     #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: Output,
 }
@@ -196,22 +211,106 @@ impl Query {
     }
 }
 
+impl Query {
+    /// The same request on the aggregated API (through the Kubernetes API server): names are
+    /// dotted, each part quoted the Ossie way when it needs it.
+    pub fn aggregated_request(&self, ns: &str) -> (&'static str, String, Option<Value>) {
+        use crate::ossie::source_ref::format_segment as q;
+        let get = |path: String| ("GET", path, None);
+        let source_route = |object_type: &str, tables, views| {
+            if object_type == "view" { views } else { tables }
+        };
+        match self {
+            Query::Lookup {
+                object_type,
+                full_name,
+            } => get(fill(
+                source_route(
+                    object_type,
+                    paths::AGG_TABLE_DATASETS,
+                    paths::AGG_VIEW_DATASETS,
+                ),
+                &[("ns", ns), ("name", full_name)],
+            )),
+            Query::Metrics {
+                catalog,
+                schema,
+                details,
+            } => get(format!(
+                "{}?details={details}",
+                fill(
+                    paths::AGG_SCHEMA_METRICS,
+                    &[
+                        ("ns", ns),
+                        ("name", &format!("{}.{}", q(catalog), q(schema)))
+                    ]
+                )
+            )),
+            Query::Models {
+                catalog,
+                schema,
+                name: None,
+            } => get(fill(
+                paths::AGG_SCHEMA_MODELS,
+                &[
+                    ("ns", ns),
+                    ("name", &format!("{}.{}", q(catalog), q(schema))),
+                ],
+            )),
+            Query::Models {
+                catalog,
+                schema,
+                name: Some(name),
+            } => get(fill(
+                paths::AGG_MODEL,
+                &[
+                    ("ns", ns),
+                    ("name", &format!("{}.{}.{}", q(catalog), q(schema), q(name))),
+                ],
+            )),
+            Query::ModelLineage {
+                catalog,
+                schema,
+                name,
+            } => get(fill(
+                paths::AGG_MODEL_LINEAGE,
+                &[
+                    ("ns", ns),
+                    ("name", &format!("{}.{}.{}", q(catalog), q(schema), q(name))),
+                ],
+            )),
+            Query::SourceLineage {
+                object_type,
+                full_name,
+            } => get(fill(
+                source_route(
+                    object_type,
+                    paths::AGG_TABLE_LINEAGE,
+                    paths::AGG_VIEW_LINEAGE,
+                ),
+                &[("ns", ns), ("name", full_name)],
+            )),
+            Query::Stale { catalog } => get(fill(
+                paths::AGG_STALE_ENTITIES,
+                &[("ns", ns), ("name", catalog)],
+            )),
+            Query::Reconcile { catalog, dry_run } => (
+                "POST",
+                fill(paths::AGG_RECONCILE, &[("ns", ns), ("name", catalog)]),
+                Some(serde_json::json!({ "dryRun": dry_run })),
+            ),
+        }
+    }
+}
+
 /// Runs one query and prints the answer; exit code 1 when the API answers with an error, 2 when
 /// it cannot be asked.
 pub fn main(api: &ApiArgs, query: Query) -> ExitCode {
-    let (method, path, body) = query.request(&api.namespace);
-    let token = api.token.clone().or_else(kubeconfig_token);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("a runtime");
-    match runtime.block_on(request(
-        &api.server,
-        method,
-        &path,
-        token.as_deref(),
-        body.as_ref(),
-    )) {
+    match runtime.block_on(ask(api, &query)) {
         Ok((200, body)) => {
             print!("{}", render(&body, api.output));
             ExitCode::SUCCESS
@@ -221,7 +320,11 @@ pub fn main(api: &ApiArgs, query: Query) -> ExitCode {
                 .get("message")
                 .and_then(|m| m.as_str())
                 .unwrap_or("unexpected answer");
-            let type_ = body.get("type").and_then(|m| m.as_str()).unwrap_or("");
+            let type_ = body
+                .get("type")
+                .or_else(|| body.get("reason"))
+                .and_then(|m| m.as_str())
+                .unwrap_or("");
             eprintln!("error: {status} {type_}: {message}");
             ExitCode::FAILURE
         }
@@ -232,12 +335,125 @@ pub fn main(api: &ApiArgs, query: Query) -> ExitCode {
     }
 }
 
-/// GETs `path` from the API; returns the status and the JSON body.
+/// The kubeconfig the flags name (or the default one, or in-cluster).
+async fn kube_config(api: &ApiArgs) -> anyhow::Result<kube::Config> {
+    let options = kube::config::KubeConfigOptions {
+        context: api.context.clone(),
+        ..Default::default()
+    };
+    let config = match &api.kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| anyhow::anyhow!("--kubeconfig {}: {e}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &options).await?
+        }
+        None if api.context.is_some() => kube::Config::from_kubeconfig(&options).await?,
+        None => kube::Config::infer().await?,
+    };
+    Ok(config)
+}
+
+/// Asks the API: through the Kubernetes API server by default, the direct port with `--server`.
+async fn ask(api: &ApiArgs, query: &Query) -> anyhow::Result<(u16, Value)> {
+    match &api.server {
+        None => {
+            let config = kube_config(api).await.map_err(|e| {
+                anyhow::anyhow!("no kubeconfig to reach the Kubernetes API server ({e}); use --kubeconfig, or --server for the direct port")
+            })?;
+            let ns = api
+                .namespace
+                .clone()
+                .unwrap_or_else(|| config.default_namespace.clone());
+            let client = kube::Client::try_from(config)?;
+            let (method, path, body) = query.aggregated_request(&ns);
+            through_api_server(&client, method, &path, body.as_ref()).await
+        }
+        Some(server) => {
+            // The namespace still defaults to the kubeconfig's, when there is one.
+            let ns = match &api.namespace {
+                Some(ns) => ns.clone(),
+                None => kube_config(api)
+                    .await
+                    .map(|c| c.default_namespace)
+                    .unwrap_or_else(|_| "default".into()),
+            };
+            let token = api.token.clone().or_else(kubeconfig_token);
+            let (method, path, body) = query.request(&ns);
+            let tls = match api.ca.as_deref() {
+                Some(ca) => Some(tls_with_ca(ca)?),
+                None => None,
+            };
+            request_with(server, tls, method, &path, token.as_deref(), body.as_ref()).await
+        }
+    }
+}
+
+/// One request through the API server (aggregated API), as the kubeconfig's user.
+pub async fn through_api_server(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+) -> anyhow::Result<(u16, Value)> {
+    let payload = body.map(|b| b.to_string()).unwrap_or_default();
+    let req = hyper::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", "application/json")
+        .body(kube::client::Body::from(payload.into_bytes()))?;
+    let resp = client
+        .send(req)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot reach the Kubernetes API server: {e}"))?;
+    let status = resp.status().as_u16();
+    let bytes = resp.into_body().collect().await?.to_bytes();
+    let value = serde_json::from_slice(&bytes)
+        .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into()));
+    if status == 404 && value.get("kind").is_some_and(|k| k == "Status") {
+        anyhow::bail!(
+            "the API server does not serve query.semops.io/v1alpha1 here (is the chart installed with api.aggregated=true, and the APIService Available?)"
+        );
+    }
+    Ok((status, value))
+}
+
+/// A client config trusting only the CA in `path`.
+fn tls_with_ca(path: &std::path::Path) -> anyhow::Result<rustls::ClientConfig> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let pem = std::fs::read(path).map_err(|e| anyhow::anyhow!("--ca {}: {e}", path.display()))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&pem) {
+        roots
+            .add(cert.map_err(|e| anyhow::anyhow!("--ca {}: {e:?}", path.display()))?)
+            .map_err(|e| anyhow::anyhow!("--ca {}: {e}", path.display()))?;
+    }
+    if roots.is_empty() {
+        anyhow::bail!("--ca {}: no PEM certificate in the file", path.display());
+    }
+    Ok(rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_root_certificates(roots)
+    .with_no_client_auth())
+}
+
+/// Whether `host` (of a URL) is this machine's loopback.
+pub fn is_loopback(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// GETs `path` from the direct port; returns the status and the JSON body.
 pub async fn get(server: &str, path: &str, token: Option<&str>) -> anyhow::Result<(u16, Value)> {
     request(server, "GET", path, token, None).await
 }
 
-/// Sends `method path` (with a JSON `body` when given); returns the status and the JSON body.
+/// Sends `method path` to the direct port (https verified by the web PKI roots).
 pub async fn request(
     server: &str,
     method: &str,
@@ -245,28 +461,95 @@ pub async fn request(
     token: Option<&str>,
     body: Option<&Value>,
 ) -> anyhow::Result<(u16, Value)> {
-    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    request_with(server, None, method, path, token, body).await
+}
+
+/// Sends `method path` (with a JSON `body` when given) to the direct port at `server`; https is
+/// verified with `tls` (default: the web PKI roots). A token never goes over plain HTTP to
+/// anything but loopback.
+pub async fn request_with(
+    server: &str,
+    tls: Option<rustls::ClientConfig>,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&Value>,
+) -> anyhow::Result<(u16, Value)> {
+    let uri: hyper::Uri = format!("{}{path}", server.trim_end_matches('/'))
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--server {server:?} is not a URL: {e}"))?;
+    let host = uri.host().unwrap_or_default().to_string();
+    let https = match uri.scheme_str() {
+        Some("https") => true,
+        Some("http") => false,
+        _ => anyhow::bail!("--server {server:?} must start with https:// or http://"),
+    };
+    if !https && token.is_some() && !is_loopback(&host) {
+        anyhow::bail!(
+            "refusing to send a bearer token over plain HTTP to {host}: use https:// (with --ca), or the API server (leave out --server)"
+        );
+    }
+    let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
     let mut req = hyper::Request::builder()
         .method(method)
-        .uri(format!("{}{path}", server.trim_end_matches('/')))
+        .uri(uri.path_and_query().map(|p| p.as_str()).unwrap_or("/"))
+        .header("host", uri.authority().map(|a| a.as_str()).unwrap_or(&host))
         .header("content-type", "application/json");
     if let Some(t) = token {
         req = req.header("authorization", format!("Bearer {t}"));
     }
     let payload = body.map(|b| b.to_string()).unwrap_or_default();
-    let resp = client
-        .request(req.body(Full::new(Bytes::from(payload)))?)
-        .await
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "cannot reach the semops API at {server}: {e}; is `kubectl port-forward` running?"
-            )
-        })?;
+    let req = req.body(Full::new(Bytes::from(payload)))?;
+    let unreachable =
+        |e: &dyn std::fmt::Display| anyhow::anyhow!("cannot reach the semops API at {server}: {e}");
+    let tcp =
+        tokio::net::TcpStream::connect((host.trim_start_matches('[').trim_end_matches(']'), port))
+            .await
+            .map_err(|e| unreachable(&e))?;
+    let resp = if https {
+        let config = match tls {
+            Some(c) => c,
+            None => rustls::ClientConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(rustls::RootCertStore {
+                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+            })
+            .with_no_client_auth(),
+        };
+        let name = rustls::pki_types::ServerName::try_from(
+            host.trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string(),
+        )
+        .map_err(|e| anyhow::anyhow!("--server host {host:?}: {e}"))?;
+        let stream = tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(name, tcp)
+            .await
+            .map_err(|e| unreachable(&e))?;
+        send(TokioIo::new(stream), req).await
+    } else {
+        send(TokioIo::new(tcp), req).await
+    }
+    .map_err(|e| unreachable(&e))?;
     let status = resp.status().as_u16();
     let body = resp.into_body().collect().await?.to_bytes();
     let value = serde_json::from_slice(&body)
         .unwrap_or(Value::String(String::from_utf8_lossy(&body).into()));
     Ok((status, value))
+}
+
+async fn send<I>(
+    io: TokioIo<I>,
+    req: hyper::Request<Full<Bytes>>,
+) -> Result<hyper::Response<hyper::body::Incoming>, hyper::Error>
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await?;
+    tokio::spawn(conn);
+    sender.send_request(req).await
 }
 
 /// The bearer token of the current kubeconfig user, when it authenticates with one.
@@ -481,6 +764,117 @@ mod tests {
         }
         assert!(Query::lineage(LineageRoot::Model, vec!["c.s.m".into()]).is_err());
         assert!(Query::lineage(LineageRoot::Table, vec!["c".into(), "s".into()]).is_err());
+    }
+
+    #[test]
+    fn every_query_has_its_aggregated_twin_with_dotted_quoted_names() {
+        let q = |catalog: &str, schema: &str, name: Option<&str>| Query::Models {
+            catalog: catalog.into(),
+            schema: schema.into(),
+            name: name.map(str::to_string),
+        };
+        let agg = "/apis/query.semops.io/v1alpha1/namespaces/ns";
+        let cases = [
+            (
+                Query::Lookup {
+                    object_type: "view".into(),
+                    full_name: "hr.`a.b`.v".into(),
+                },
+                "GET",
+                format!("{agg}/views/hr.%60a.b%60.v/datasets"),
+            ),
+            (
+                Query::Metrics {
+                    catalog: "c".into(),
+                    schema: "s".into(),
+                    details: false,
+                },
+                "GET",
+                format!("{agg}/schemas/c.s/metrics?details=false"),
+            ),
+            (
+                q("c", "s", None),
+                "GET",
+                format!("{agg}/schemas/c.s/models"),
+            ),
+            (
+                q("c", "a.b", Some("m")),
+                "GET",
+                format!("{agg}/models/c.%60a.b%60.m"),
+            ),
+            (
+                Query::lineage(
+                    LineageRoot::Model,
+                    vec!["c".into(), "s".into(), "m`x".into()],
+                )
+                .unwrap(),
+                "GET",
+                format!("{agg}/models/c.s.%60m%60%60x%60/lineage"),
+            ),
+            (
+                Query::lineage(LineageRoot::Table, vec!["c.s.t".into()]).unwrap(),
+                "GET",
+                format!("{agg}/tables/c.s.t/lineage"),
+            ),
+            (
+                Query::Stale {
+                    catalog: "c".into(),
+                },
+                "GET",
+                format!("{agg}/catalogs/c/stale-entities"),
+            ),
+            (
+                Query::Reconcile {
+                    catalog: "c".into(),
+                    dry_run: false,
+                },
+                "POST",
+                format!("{agg}/catalogs/c/reconcile"),
+            ),
+        ];
+        for (query, method, path) in cases {
+            let (m, p, _) = query.aggregated_request("ns");
+            assert_eq!((m, p), (method, path), "{query:?}");
+        }
+    }
+
+    #[test]
+    fn a_token_goes_over_plain_http_only_to_loopback() {
+        for (host, loopback) in [
+            ("127.0.0.1", true),
+            ("127.8.9.1", true),
+            ("localhost", true),
+            ("[::1]", true),
+            ("10.0.0.5", false),
+            ("semops.semops-system.svc", false),
+            ("localhost.evil.example", false),
+        ] {
+            assert_eq!(is_loopback(host), loopback, "{host}");
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let refused = runtime
+            .block_on(request(
+                "http://10.0.0.5:8090",
+                "GET",
+                "/x",
+                Some("secret"),
+                None,
+            ))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            refused.contains("refusing to send a bearer token over plain HTTP"),
+            "{refused}"
+        );
+        assert!(!refused.contains("secret"), "the token is never echoed");
+        let bad = runtime
+            .block_on(request("ftp://127.0.0.1", "GET", "/x", None, None))
+            .unwrap_err()
+            .to_string();
+        assert!(bad.contains("https:// or http://"), "{bad}");
     }
 
     #[test]

@@ -116,6 +116,40 @@ pub struct RunArgs {
     /// HostNotAllowed and is never connected to.
     #[arg(long, env = "SEMOPS_ALLOWED_CATALOG_HOSTS", value_delimiter = ',', value_parser = parse_allowed_host)]
     allowed_catalog_hosts: Vec<String>,
+    /// The read API's TLS certificate chain (PEM), re-read when it changes. With the key, the
+    /// API is HTTPS and accepts the API server's front proxy (aggregated API); without, plain
+    /// HTTP (local use).
+    #[arg(long, env = "SEMOPS_API_TLS_CERT_FILE", requires = "api_tls_key_file")]
+    api_tls_cert_file: Option<std::path::PathBuf>,
+    /// The read API's TLS private key (PEM).
+    #[arg(long, env = "SEMOPS_API_TLS_KEY_FILE", requires = "api_tls_cert_file")]
+    api_tls_key_file: Option<std::path::PathBuf>,
+    /// Audiences a bearer token on the direct port must be issued for (`kubectl create token
+    /// NAME --audience semops`); comma-separated. Empty: the API server's own (not advised: a
+    /// token sent here could be replayed against the API server).
+    #[arg(long, value_delimiter = ',', default_value = "semops")]
+    api_token_audiences: Vec<String>,
+    /// Read API: open connections at most (more are closed at once).
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    api_max_connections: u32,
+    /// Read API: requests handled at once (more get 503 OVERLOADED with Retry-After).
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    api_max_in_flight: u32,
+    /// Read API: longest a request may take (503 TIMED_OUT past it).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    api_request_timeout: Duration,
+    /// Read API: longest a client may take for its TLS handshake and its request headers.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    api_header_read_timeout: Duration,
+    /// Read API: how long a stale report (`GET stale-schemas|stale-entities`) is served again
+    /// before a new scan of the catalog (with its `Age`); 0s scans for every request. Concurrent
+    /// requests for one catalog always share one scan.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    api_report_reuse: Duration,
+    /// kubernetes: /metrics needs a token allowed `get` on the non-resource URL /metrics
+    /// (TokenReview + SubjectAccessReview); none: open (local use).
+    #[arg(long, value_enum, default_value = "none")]
+    metrics_auth: ApiAuth,
 }
 
 fn parse_allowed_host(s: &str) -> Result<String, String> {
@@ -155,6 +189,20 @@ impl RunArgs {
             revision_history_limit: self.revision_history_limit,
             api_addr: self.api_addr,
             api_auth: self.api_auth == ApiAuth::Kubernetes,
+            api_tls: self.api_tls_cert_file.zip(self.api_tls_key_file),
+            api_token_audiences: self
+                .api_token_audiences
+                .into_iter()
+                .filter(|a| !a.is_empty())
+                .collect(),
+            api_limits: crate::api::listen::Limits {
+                max_connections: self.api_max_connections as usize,
+                max_in_flight: self.api_max_in_flight as usize,
+                request_timeout: self.api_request_timeout,
+                header_read_timeout: self.api_header_read_timeout,
+            },
+            metrics_auth: self.metrics_auth == ApiAuth::Kubernetes,
+            api_report_reuse: self.api_report_reuse,
             lineage: crate::api::lineage::LineageSettings {
                 limits: crate::lineage::Limits {
                     max_nodes: self.lineage_max_nodes as usize,
@@ -197,12 +245,18 @@ fn run_operator(args: RunArgs) -> anyhow::Result<()> {
         .build()
         .context("starting the async runtime")?;
     let result = runtime.block_on(async move {
-        let client = kube::Client::try_default()
+        let config = kube::Config::infer()
             .await
             .context("connecting to Kubernetes (KUBECONFIG or in-cluster config)")?;
+        let client = kube::Client::try_from(config.clone()).context("building the client")?;
+        // Reviews for the read API and /metrics get their own connections: a flood of them
+        // never queues behind (or in front of) Lease renewals.
+        let review_client = kube::Client::try_from(config).context("building the client")?;
         let token = CancellationToken::new();
         cancel_on_signals(token.clone());
-        run(client, cfg, token).await.context("serving probes")
+        run(client, review_client, cfg, token)
+            .await
+            .context("serving probes")
     });
     // Blocking tasks (a lineage projection, a DNS lookup) get a moment, never a say in exiting.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));

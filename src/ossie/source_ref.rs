@@ -68,8 +68,9 @@ impl SourceRef {
     }
 }
 
-/// Splits into segments, unquoting as it goes; rejects empty segments.
-fn split_segments(input: &str) -> Result<Vec<String>, SourceRefError> {
+/// Splits a dotted name (`catalog.schema`, `catalog.schema.model`, ...) into its segments,
+/// unquoting as it goes; rejects empty segments.
+pub fn split_segments(input: &str) -> Result<Vec<String>, SourceRefError> {
     let chars: Vec<char> = input.chars().collect();
     let mut segments = Vec::new();
     let mut i = 0;

@@ -284,9 +284,90 @@ impl Env {
                 },
             );
         }
-        self.kubectl_ok(&["create", "token", name, "-n", ns])
+        // For semops (its default `--api-token-audiences`): useless against the API server.
+        self.kubectl_ok(&["create", "token", name, "-n", ns, "--audience", "semops"])
             .trim()
             .to_string()
+    }
+
+    /// A kubeconfig for a client-certificate user of this cluster (`user` in `groups`), signed
+    /// by the cluster's CA the way an administrator issues one.
+    pub fn client_cert_kubeconfig(&self, user: &str, groups: &[&str]) -> PathBuf {
+        let pki = self.kubeconfig.parent().unwrap().join("pki");
+        let dir = self.work_dir.join(format!("user-{user}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let subject: String = groups
+            .iter()
+            .map(|g| format!("/O={g}"))
+            .chain([format!("/CN={user}")])
+            .collect();
+        let run = |args: &[&str]| {
+            let out = Command::new("openssl")
+                .args(args)
+                .current_dir(&dir)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        run(&[
+            "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "user.key", "-out", "user.csr",
+            "-subj", &subject,
+        ]);
+        let (ca, ca_key, ext) = (
+            pki.join("ca.crt"),
+            pki.join("ca.key"),
+            pki.join("client.ext"),
+        );
+        run(&[
+            "x509",
+            "-req",
+            "-in",
+            "user.csr",
+            "-CA",
+            ca.to_str().unwrap(),
+            "-CAkey",
+            ca_key.to_str().unwrap(),
+            "-CAcreateserial",
+            "-out",
+            "user.crt",
+            "-days",
+            "1",
+            "-extfile",
+            ext.to_str().unwrap(),
+        ]);
+        let admin: serde_yaml::Value =
+            serde_yaml::from_str(&std::fs::read_to_string(&self.kubeconfig).unwrap()).unwrap();
+        let cluster = &admin["clusters"][0]["cluster"];
+        let out = dir.join("kubeconfig");
+        std::fs::write(
+            &out,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: {server:?}, certificate-authority: {ca:?}}}\nusers:\n- name: {user}\n  user: {{client-certificate: {crt:?}, client-key: {key:?}}}\ncontexts:\n- name: c\n  context: {{cluster: c, user: {user}}}\ncurrent-context: c\n",
+                server = cluster["server"].as_str().unwrap(),
+                ca = cluster["certificate-authority"].as_str().unwrap(),
+                crt = dir.join("user.crt").to_str().unwrap(),
+                key = dir.join("user.key").to_str().unwrap(),
+            ),
+        )
+        .unwrap();
+        out
+    }
+
+    /// A kubeconfig at `out` for this cluster that authenticates with `token` alone.
+    pub fn token_kubeconfig(&self, token: &str, out: &Path) {
+        let admin: serde_yaml::Value =
+            serde_yaml::from_str(&std::fs::read_to_string(&self.kubeconfig).unwrap()).unwrap();
+        let cluster = &admin["clusters"][0]["cluster"];
+        let yaml = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: {server:?}, certificate-authority: {ca:?}}}\nusers:\n- name: u\n  user: {{token: {token:?}}}\ncontexts:\n- name: c\n  context: {{cluster: c, user: u}}\ncurrent-context: c\n",
+            server = cluster["server"].as_str().unwrap(),
+            ca = cluster["certificate-authority"].as_str().unwrap(),
+        );
+        std::fs::write(out, yaml).unwrap();
     }
 }
 
@@ -453,7 +534,7 @@ impl Operator {
         let (probe, api) = eventually(Duration::from_secs(60), "operator ports", || {
             assert!(!self.exited(), "the operator exited:\n{}", self.logs());
             Some((
-                logged_addr(&self.log, "serving /healthz, /readyz, /metrics")?,
+                logged_addr(&self.log, "serving the probes")?,
                 logged_addr(&self.log, "serving the read API")?,
             ))
         });

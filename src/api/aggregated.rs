@@ -1,0 +1,283 @@
+//! The aggregated API (`query.semops.io/v1alpha1`, docs/api.md): resource-shaped paths the
+//! Kubernetes API server proxies here, each answered by the same handler as its Gravitino path,
+//! plus the group's discovery documents and OpenAPI v3.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+
+use super::ApiState;
+use super::auth::Asker;
+use super::error;
+use super::extract::{Path, Query};
+use super::paths::{self, GROUP, GROUP_VERSION, VERSION};
+use super::{checks, lineage, routes};
+use crate::ossie::source_ref::split_segments;
+
+type S = State<Arc<ApiState>>;
+type NsName = Path<(String, String)>;
+
+/// `catalog.schema` (n = 2) or `catalog.schema.model` (n = 3), backtick quoting for dots.
+fn dotted<const N: usize>(name: &str) -> Option<[String; N]> {
+    split_segments(name).ok()?.try_into().ok()
+}
+
+pub fn routes(router: Router<Arc<ApiState>>) -> Router<Arc<ApiState>> {
+    router
+        .route(
+            paths::AGG_TABLE_DATASETS,
+            get(|s: S, Path((ns, n)): NsName, a: Asker| {
+                routes::source_datasets(s, Path((ns, "table".into(), n)), a)
+            }),
+        )
+        .route(
+            paths::AGG_VIEW_DATASETS,
+            get(|s: S, Path((ns, n)): NsName, a: Asker| {
+                routes::source_datasets(s, Path((ns, "view".into(), n)), a)
+            }),
+        )
+        .route(
+            paths::AGG_TABLE_LINEAGE,
+            get(|s: S, Path((ns, n)): NsName, a: Asker| {
+                lineage::source_lineage(s, Path((ns, "table".into(), n)), a)
+            }),
+        )
+        .route(
+            paths::AGG_VIEW_LINEAGE,
+            get(|s: S, Path((ns, n)): NsName, a: Asker| {
+                lineage::source_lineage(s, Path((ns, "view".into(), n)), a)
+            }),
+        )
+        .route(paths::AGG_SCHEMA_METRICS, get(schema_metrics))
+        .route(paths::AGG_SCHEMA_MODELS, get(schema_models))
+        .route(paths::AGG_MODEL, get(model))
+        .route(paths::AGG_MODEL_LINEAGE, get(model_lineage))
+        .route(
+            paths::AGG_STALE_SCHEMAS,
+            get(|s: S, p: NsName, a: Asker| checks::stale_schemas(s, p, a)),
+        )
+        .route(
+            paths::AGG_STALE_ENTITIES,
+            get(|s: S, p: NsName, a: Asker| checks::stale_entities(s, p, a)),
+        )
+        .route(
+            paths::AGG_REGISTRATIONS,
+            get(|s: S, p: NsName, a: Asker| checks::registrations(s, p, a)),
+        )
+        .route(
+            paths::AGG_RECONCILE,
+            post(|s: S, p: NsName, a: Asker, b: Bytes| checks::reconcile(s, p, a, b)),
+        )
+        .route("/apis", get(|| async { discovery(group_list()) }))
+        .route(
+            &format!("/apis/{GROUP}"),
+            get(|| async { discovery(group()) }),
+        )
+        .route(
+            &format!("/apis/{GROUP_VERSION}"),
+            get(|| async { discovery(resource_list()) }),
+        )
+        .route("/openapi/v3", get(|| async { discovery(openapi_index()) }))
+        .route(
+            &format!("/openapi/v3/apis/{GROUP_VERSION}"),
+            get(|| async { discovery(openapi_document()) }),
+        )
+}
+
+async fn schema_metrics(
+    s: S,
+    Path((ns, n)): NsName,
+    q: Query<routes::Details>,
+    a: Asker,
+) -> Response {
+    match dotted::<2>(&n) {
+        Some([c, schema]) => routes::schema_metrics(s, Path((ns, c, schema)), q, a).await,
+        None => error::BAD_DOTTED_NAME.into_response(),
+    }
+}
+
+async fn schema_models(s: S, Path((ns, n)): NsName, a: Asker) -> Response {
+    match dotted::<2>(&n) {
+        Some([c, schema]) => routes::list_models(s, Path((ns, c, schema)), a).await,
+        None => error::BAD_DOTTED_NAME.into_response(),
+    }
+}
+
+async fn model(s: S, Path((ns, n)): NsName, a: Asker) -> Response {
+    match dotted::<3>(&n) {
+        Some([c, schema, m]) => routes::get_model(s, Path((ns, c, schema, m)), a).await,
+        None => error::BAD_DOTTED_NAME.into_response(),
+    }
+}
+
+async fn model_lineage(s: S, Path((ns, n)): NsName, a: Asker) -> Response {
+    match dotted::<3>(&n) {
+        Some([c, schema, m]) => lineage::model_lineage(s, Path((ns, c, schema, m)), a).await,
+        None => error::BAD_DOTTED_NAME.into_response(),
+    }
+}
+
+fn discovery(body: Value) -> Response {
+    ([("content-type", "application/json")], body.to_string()).into_response()
+}
+
+fn group() -> Value {
+    let version = json!({"groupVersion": GROUP_VERSION, "version": VERSION});
+    json!({
+        "kind": "APIGroup", "apiVersion": "v1", "name": GROUP,
+        "versions": [version.clone()], "preferredVersion": version
+    })
+}
+
+fn group_list() -> Value {
+    let mut g = group();
+    let g = g.as_object_mut().expect("an object");
+    g.remove("kind");
+    g.remove("apiVersion");
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [g]})
+}
+
+/// The group's resources as the API server authorizes them: every read is `get` of a resource
+/// or subresource named after the path, the on-demand round is `create catalogs/reconcile`.
+pub fn resource_list() -> Value {
+    let resources: Vec<Value> = paths::AGGREGATED
+        .iter()
+        .map(|(path, _)| {
+            let tail = path
+                .split("/namespaces/{ns}/")
+                .nth(1)
+                .expect("aggregated paths are namespaced");
+            let mut parts = tail.split('/').filter(|s| *s != "{name}");
+            let resource = parts.next().expect("a resource");
+            let name = match parts.next() {
+                Some(sub) => format!("{resource}/{sub}"),
+                None => resource.to_string(),
+            };
+            let verb = if name == "catalogs/reconcile" { "create" } else { "get" };
+            (name, verb)
+        })
+        .collect::<std::collections::BTreeMap<_, _>>()
+        .into_iter()
+        .map(|(name, verb)| {
+            let kind = if name.contains('/') { "Status" } else { "Object" };
+            json!({"name": name, "singularName": "", "namespaced": true, "kind": kind, "verbs": [verb]})
+        })
+        .collect();
+    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": GROUP_VERSION, "resources": resources})
+}
+
+/// OpenAPI v3 of the group: each aggregated path documented as its Gravitino twin.
+pub fn openapi_document() -> Value {
+    let mut doc = super::openapi::document();
+    let gravitino = doc["paths"].clone();
+    let mut out = serde_json::Map::new();
+    for (path, twin) in paths::AGGREGATED {
+        let mut item = gravitino[*twin].clone();
+        for op in item
+            .as_object_mut()
+            .into_iter()
+            .flat_map(|o| o.values_mut())
+        {
+            let mut parameters: Vec<Value> = path
+                .split('/')
+                .filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
+                .map(|p| json!({"name": p, "in": "path", "required": true, "schema": {"type": "string"}}))
+                .collect();
+            parameters.extend(
+                op["parameters"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|p| p["in"] == "query" && !twin.contains("{object_type}"))
+                    .cloned(),
+            );
+            op["parameters"] = Value::Array(parameters);
+            op["security"] = json!([{"kubernetes": []}]);
+        }
+        out.insert(path.to_string(), item);
+    }
+    doc["paths"] = Value::Object(out);
+    doc["info"]["description"] = json!(
+        "semops read API through the Kubernetes API server (aggregated API); the API server authenticates and authorizes the request, semops then authorizes per model"
+    );
+    doc["components"]["securitySchemes"] = json!({"kubernetes": {"type": "http", "scheme": "bearer", "description": "whatever the kubeconfig uses; the API server proxies the user"}});
+    doc
+}
+
+fn openapi_index() -> Value {
+    use sha2::{Digest, Sha256};
+    let hash = hex::encode(Sha256::digest(openapi_document().to_string().as_bytes()));
+    json!({"paths": {format!("apis/{GROUP_VERSION}"): {"serverRelativeURL": format!("/openapi/v3/apis/{GROUP_VERSION}?hash={}", &hash[..32])}}})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dotted_names_split_with_backtick_quoting() {
+        assert_eq!(
+            dotted::<2>("hr.public"),
+            Some(["hr".into(), "public".into()])
+        );
+        assert_eq!(
+            dotted::<3>("hr.`a.b`.m"),
+            Some(["hr".into(), "a.b".into(), "m".into()])
+        );
+        for bad in ["hr", "hr.public.x.y", "hr..m", "", "`hr"] {
+            assert_eq!(dotted::<3>(bad), None, "{bad}");
+        }
+        assert_eq!(dotted::<2>("hr.public.m"), None);
+    }
+
+    #[test]
+    fn discovery_lists_each_resource_and_subresource_once_with_its_verb() {
+        let list = resource_list();
+        let names: Vec<(&str, &str)> = list["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| (r["name"].as_str().unwrap(), r["verbs"][0].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("catalogs/reconcile", "create"),
+                ("catalogs/registrations", "get"),
+                ("catalogs/stale-entities", "get"),
+                ("catalogs/stale-schemas", "get"),
+                ("models", "get"),
+                ("models/lineage", "get"),
+                ("schemas/metrics", "get"),
+                ("schemas/models", "get"),
+                ("tables/datasets", "get"),
+                ("tables/lineage", "get"),
+                ("views/datasets", "get"),
+                ("views/lineage", "get"),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_openapi_document_covers_every_aggregated_path_with_its_parameters() {
+        let doc = openapi_document();
+        for (path, _) in paths::AGGREGATED {
+            let item = &doc["paths"][*path];
+            assert!(item.is_object(), "{path} documented");
+            let op = item.as_object().unwrap().values().next().unwrap();
+            let names: Vec<&str> = op["parameters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|p| p["in"] == "path")
+                .map(|p| p["name"].as_str().unwrap())
+                .collect();
+            assert_eq!(names, ["ns", "name"], "{path}");
+        }
+    }
+}

@@ -1,0 +1,411 @@
+//! The read API's TLS listener, over real sockets with certificates made by openssl: the serving
+//! certificate is re-read on rotation (and a broken file keeps the old one), and only a client
+//! certificate from the front-proxy CA with an allowed name makes `X-Remote-User` mean anything.
+//! A client that names itself in headers, or shows another CA's certificate, or the right CA
+//! with another name, is nobody.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::get;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use semops::api::auth::Asker;
+use semops::api::front_proxy::FrontProxy;
+use semops::api::listen::{self, Limits};
+use semops::api::tls::Serving;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A CA named `name` in `dir` (`name.crt`, `name.key`).
+fn ca(dir: &Path, name: &str) {
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            &format!("/CN={name}"),
+            "-keyout",
+            &format!("{name}.key"),
+            "-out",
+            &format!("{name}.crt"),
+        ],
+    );
+}
+
+/// A leaf `name` signed by CA `by`: a server certificate for localhost, or a client one.
+fn leaf(dir: &Path, name: &str, cn: &str, by: &str, server: bool) {
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            &format!("/CN={cn}"),
+            "-keyout",
+            &format!("{name}.key"),
+            "-out",
+            &format!("{name}.csr"),
+        ],
+    );
+    let ext = if server {
+        "subjectAltName=DNS:localhost\nextendedKeyUsage=serverAuth\n"
+    } else {
+        "extendedKeyUsage=clientAuth\nkeyUsage=digitalSignature,keyEncipherment\n"
+    };
+    std::fs::write(dir.join(format!("{name}.ext")), ext).unwrap();
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &format!("{name}.csr"),
+            "-CA",
+            &format!("{by}.crt"),
+            "-CAkey",
+            &format!("{by}.key"),
+            "-CAcreateserial",
+            "-days",
+            "1",
+            "-out",
+            &format!("{name}.crt"),
+            "-extfile",
+            &format!("{name}.ext"),
+        ],
+    );
+}
+
+struct Pki {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+impl Pki {
+    fn new() -> Pki {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().to_path_buf();
+        ca(&path, "server-ca");
+        ca(&path, "front-proxy-ca");
+        ca(&path, "other-ca");
+        leaf(&path, "server1", "semops-1", "server-ca", true);
+        leaf(&path, "server2", "semops-2", "server-ca", true);
+        leaf(
+            &path,
+            "proxy",
+            "front-proxy-client",
+            "front-proxy-ca",
+            false,
+        );
+        leaf(
+            &path,
+            "proxy-other-name",
+            "someone",
+            "front-proxy-ca",
+            false,
+        );
+        leaf(
+            &path,
+            "proxy-other-ca",
+            "front-proxy-client",
+            "other-ca",
+            false,
+        );
+        Pki { _dir: dir, path }
+    }
+    fn file(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+    fn front_proxy(&self) -> FrontProxy {
+        let data = [
+            (
+                "requestheader-client-ca-file".to_string(),
+                std::fs::read_to_string(self.file("front-proxy-ca.crt")).unwrap(),
+            ),
+            (
+                "requestheader-allowed-names".to_string(),
+                "[\"front-proxy-client\"]".to_string(),
+            ),
+        ]
+        .into_iter()
+        .collect();
+        FrontProxy::from_data(&data).unwrap().unwrap()
+    }
+}
+
+/// A router that says who asked: the proxied user, else "nobody".
+fn echo() -> Router {
+    Router::new().route(
+        "/whoami",
+        get(|asker: Asker| async move {
+            asker
+                .proxied
+                .map(|c| format!("{} {:?}", c.username, c.groups))
+                .unwrap_or_else(|| "nobody".into())
+        }),
+    )
+}
+
+async fn serve(serving: Arc<Serving>) -> (u16, CancellationToken) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let stop = CancellationToken::new();
+    tokio::spawn(listen::serve(
+        listener,
+        echo(),
+        Some(serving),
+        Limits::default(),
+        stop.clone(),
+    ));
+    (port, stop)
+}
+
+/// GET /whoami over TLS trusting `server-ca`, optionally with a client certificate; returns the
+/// server's certificate common name and the body, or the handshake error.
+async fn whoami(
+    pki: &Pki,
+    port: u16,
+    client: Option<&str>,
+    headers: &str,
+) -> Result<(String, String), String> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_file(pki.file("server-ca.crt")).unwrap())
+        .unwrap();
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots);
+    let config = match client {
+        None => builder.with_no_client_auth(),
+        Some(name) => builder
+            .with_client_auth_cert(
+                vec![CertificateDer::from_pem_file(pki.file(&format!("{name}.crt"))).unwrap()],
+                PrivateKeyDer::from_pem_file(pki.file(&format!("{name}.key"))).unwrap(),
+            )
+            .unwrap(),
+    };
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .map_err(|e| e.to_string())?;
+    let served = tls.get_ref().1.peer_certificates().unwrap()[0].clone();
+    let cn = semops::api::front_proxy::common_name(&served).unwrap_or_default();
+    let request =
+        format!("GET /whoami HTTP/1.1\r\nHost: localhost\r\n{headers}Connection: close\r\n\r\n");
+    tls.write_all(request.as_bytes())
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut response = String::new();
+    tls.read_to_string(&mut response)
+        .await
+        .map_err(|e| e.to_string())?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Ok((cn, body))
+}
+
+#[tokio::test]
+async fn only_the_front_proxys_certificate_makes_the_user_headers_count() {
+    let pki = Pki::new();
+    let serving = Serving::load(pki.file("server1.crt"), pki.file("server1.key")).unwrap();
+    assert!(serving.refresh(Some(pki.front_proxy())).unwrap());
+    let (port, stop) = serve(serving).await;
+    let claims =
+        "X-Remote-User: alice\r\nX-Remote-Group: team-a\r\nX-Remote-Group: system:masters\r\n";
+
+    let (_, body) = whoami(&pki, port, Some("proxy"), claims).await.unwrap();
+    assert_eq!(
+        body, r#"alice ["team-a", "system:masters"]"#,
+        "the front proxy"
+    );
+    let (_, body) = whoami(&pki, port, None, claims).await.unwrap();
+    assert_eq!(body, "nobody", "no certificate: headers mean nothing");
+    let (_, body) = whoami(&pki, port, Some("proxy-other-name"), claims)
+        .await
+        .unwrap();
+    assert_eq!(body, "nobody", "the front-proxy CA, but a name not allowed");
+    let other_ca = whoami(&pki, port, Some("proxy-other-ca"), claims).await;
+    assert!(
+        other_ca.as_ref().is_err() || other_ca.as_ref().unwrap().1.is_empty(),
+        "another CA's certificate is refused at the handshake: {other_ca:?}"
+    );
+    let (_, body) = whoami(&pki, port, Some("proxy"), "").await.unwrap();
+    assert_eq!(body, "nobody", "the front proxy naming no user");
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn a_rotated_certificate_is_served_without_a_restart_and_a_broken_one_is_not() {
+    let pki = Pki::new();
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    std::fs::copy(pki.file("server1.crt"), &cert).unwrap();
+    std::fs::copy(pki.file("server1.key"), &key).unwrap();
+    let serving = Serving::load(cert.clone(), key.clone()).unwrap();
+    let (port, stop) = serve(serving.clone()).await;
+    assert_eq!(whoami(&pki, port, None, "").await.unwrap().0, "semops-1");
+    assert!(
+        !serving.refresh(None).unwrap(),
+        "nothing changed, nothing rebuilt"
+    );
+
+    std::fs::copy(pki.file("server2.crt"), &cert).unwrap();
+    std::fs::copy(pki.file("server2.key"), &key).unwrap();
+    assert!(serving.refresh(None).unwrap());
+    assert_eq!(whoami(&pki, port, None, "").await.unwrap().0, "semops-2");
+
+    std::fs::write(&cert, "not a certificate").unwrap();
+    let err = serving.refresh(None).unwrap_err();
+    assert!(err.contains("--api-tls-cert-file"), "{err}");
+    assert_eq!(
+        whoami(&pki, port, None, "").await.unwrap().0,
+        "semops-2",
+        "the previous certificate stays in use"
+    );
+    let missing = Serving::load(dir.path().join("nope.crt"), key.clone())
+        .err()
+        .unwrap();
+    assert!(missing.contains("nope.crt"), "{missing}");
+    stop.cancel();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+}
+
+#[tokio::test]
+async fn connections_past_the_cap_are_closed_and_slow_headers_time_out() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let stop = CancellationToken::new();
+    tokio::spawn(listen::serve(
+        listener,
+        echo(),
+        None,
+        Limits {
+            max_connections: 2,
+            header_read_timeout: Duration::from_millis(500),
+            ..Limits::default()
+        },
+        stop.clone(),
+    ));
+    // Two connections that never send a full header hold the two places.
+    let mut held = vec![];
+    for _ in 0..2 {
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        s.write_all(b"GET /whoami HTTP/1.1\r\n").await.unwrap();
+        held.push(s);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut third = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let _ = third
+        .write_all(b"GET /whoami HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await;
+    let mut buf = vec![];
+    let n = tokio::time::timeout(Duration::from_secs(5), third.read_to_end(&mut buf))
+        .await
+        .expect("closed at once")
+        .unwrap_or(0);
+    assert_eq!(n, 0, "over the cap: closed without an answer");
+    // The slow ones are cut off after the header-read timeout, freeing their places.
+    for mut s in held {
+        let mut buf = vec![];
+        let closed = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf)).await;
+        assert!(closed.is_ok(), "a slow header is cut off");
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    s.write_all(b"GET /whoami HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut response = String::new();
+    s.read_to_string(&mut response).await.unwrap();
+    assert!(
+        response.starts_with("HTTP/1.1 200") && response.ends_with("nobody"),
+        "{response}"
+    );
+    stop.cancel();
+}
+
+async fn plain_get(port: u16, path: &str) -> String {
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut response = String::new();
+    s.read_to_string(&mut response).await.unwrap();
+    response
+}
+
+#[tokio::test]
+async fn past_the_in_flight_limit_requests_are_shed_and_slow_ones_time_out_in_the_envelope() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let stop = CancellationToken::new();
+    let slow = Router::new().route(
+        "/slow",
+        get(|| async {
+            tokio::time::sleep(Duration::from_millis(700)).await;
+            "done"
+        }),
+    );
+    tokio::spawn(listen::serve(
+        listener,
+        slow,
+        None,
+        Limits {
+            max_in_flight: 1,
+            request_timeout: Duration::from_millis(400),
+            ..Limits::default()
+        },
+        stop.clone(),
+    ));
+    let (a, b) = tokio::join!(plain_get(port, "/slow"), async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        plain_get(port, "/slow").await
+    });
+    // The first runs past the request timeout; the second finds no place and is shed at once.
+    assert!(a.starts_with("HTTP/1.1 503"), "{a}");
+    assert!(a.contains(r#""type":"TIMED_OUT""#), "{a}");
+    assert!(b.starts_with("HTTP/1.1 503"), "{b}");
+    assert!(b.contains(r#""type":"OVERLOADED""#), "{b}");
+    assert!(b.to_ascii_lowercase().contains("retry-after: 1"), "{b}");
+    stop.cancel();
+}
