@@ -90,7 +90,7 @@ async fn may_scrape(
     auth: &crate::api::auth::Auth,
     asker: &crate::api::auth::Asker,
 ) -> Result<(), StatusCode> {
-    let who = match auth.authenticate(asker.bearer.as_deref()).await {
+    let who = match auth.authenticate(asker.bearer.as_deref(), asker.peer).await {
         Ok(Some(who)) => who,
         Ok(None) => return Err(StatusCode::UNAUTHORIZED),
         Err(e) => {

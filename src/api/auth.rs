@@ -83,9 +83,53 @@ pub struct KubeAuth {
     /// API server is refused here, and one made for semops is useless against the API server.
     audiences: Vec<String>,
     reviews: tokio::sync::Semaphore,
+    failures: PeerFailures,
+    /// Tokens seen valid lately (by hash): still reviewed from a peer over its failure limit,
+    /// so users behind one address (a NAT) keep working while an attacker there is refused.
+    known_valid: TtlCache<[u8; 32], ()>,
     /// Valid and invalid tokens alike (by hash): a repeated random token costs one review.
     tokens: TtlCache<[u8; 32], Option<Caller>>,
     decisions: TtlCache<(Caller, String, String, String), bool>,
+}
+
+/// Failed TokenReviews a peer may cause per [`FAILURE_WINDOW`] before it is refused without
+/// one (429) until the window ends; tokens already known valid are still served.
+pub const FAILURES_PER_PEER: u32 = 50;
+pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
+/// How long a token once valid is still reviewed from a peer over its failure limit.
+pub const KNOWN_VALID_FOR: Duration = Duration::from_secs(600);
+const PEERS_KEPT: usize = 10_000;
+
+/// Failed reviews per peer in fixed windows.
+#[derive(Default)]
+pub struct PeerFailures {
+    peers: Mutex<HashMap<std::net::IpAddr, (Instant, u32)>>,
+}
+
+impl PeerFailures {
+    /// Whether `peer` used up its failures in the current window at `now`.
+    pub fn blocked_at(&self, peer: std::net::IpAddr, now: Instant) -> bool {
+        let peers = self.peers.lock().expect("failures poisoned");
+        peers.get(&peer).is_some_and(|(start, n)| {
+            now.saturating_duration_since(*start) < FAILURE_WINDOW && *n >= FAILURES_PER_PEER
+        })
+    }
+
+    /// Counts one failed review of `peer` at `now`.
+    pub fn fail_at(&self, peer: std::net::IpAddr, now: Instant) {
+        let mut peers = self.peers.lock().expect("failures poisoned");
+        if peers.len() >= PEERS_KEPT && !peers.contains_key(&peer) {
+            peers.retain(|_, (start, _)| now.saturating_duration_since(*start) < FAILURE_WINDOW);
+            if peers.len() >= PEERS_KEPT {
+                peers.clear();
+            }
+        }
+        let entry = peers.entry(peer).or_insert((now, 0));
+        if now.saturating_duration_since(entry.0) >= FAILURE_WINDOW {
+            *entry = (now, 0);
+        }
+        entry.1 += 1;
+    }
 }
 
 /// Why a caller could not be established.
@@ -93,6 +137,8 @@ pub struct KubeAuth {
 pub enum AuthError {
     #[error("too many token reviews in flight")]
     Busy,
+    #[error("too many failed token reviews from this peer")]
+    TooManyFailures,
     #[error(transparent)]
     Kube(#[from] kube::Error),
 }
@@ -110,13 +156,21 @@ impl Auth {
             client,
             audiences,
             reviews: tokio::sync::Semaphore::new(REVIEWS_IN_FLIGHT),
+            failures: PeerFailures::default(),
+            known_valid: TtlCache::with(KNOWN_VALID_FOR, CACHE_LIMIT),
             tokens: TtlCache::new(),
             decisions: TtlCache::new(),
         }))
     }
 
     /// The caller of a bearer token; `Ok(None)` when the token is missing or not valid.
-    pub async fn authenticate(&self, bearer: Option<&str>) -> Result<Option<Caller>, AuthError> {
+    /// `peer`: the connection's address; a peer with too many failed reviews is refused
+    /// without one for a while (tokens already known valid still pass).
+    pub async fn authenticate(
+        &self,
+        bearer: Option<&str>,
+        peer: Option<std::net::IpAddr>,
+    ) -> Result<Option<Caller>, AuthError> {
         let Auth::Kubernetes(k) = self else {
             return Ok(Some(Caller {
                 username: "anonymous".into(),
@@ -131,6 +185,12 @@ impl Auth {
         let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         if let Some(hit) = tokens.get(&key) {
             return Ok(hit);
+        }
+        if let Some(p) = peer
+            && k.failures.blocked_at(p, Instant::now())
+            && k.known_valid.get(&key).is_none()
+        {
+            return Err(AuthError::TooManyFailures);
         }
         let Ok(Ok(_permit)) = tokio::time::timeout(REVIEW_WAIT, k.reviews.acquire()).await else {
             return Err(AuthError::Busy);
@@ -162,6 +222,11 @@ impl Auth {
                 groups: u.groups.unwrap_or_default(),
             });
         tokens.put(key, caller.clone());
+        match (&caller, peer) {
+            (Some(_), _) => k.known_valid.put(key, ()),
+            (None, Some(p)) => k.failures.fail_at(p, Instant::now()),
+            (None, None) => {}
+        }
         Ok(caller)
     }
 
@@ -296,6 +361,24 @@ mod tests {
     }
 
     #[test]
+    fn a_peer_is_refused_after_its_failures_until_the_window_ends_and_others_are_not() {
+        let f = PeerFailures::default();
+        let (a, b): (std::net::IpAddr, std::net::IpAddr) =
+            ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let t0 = Instant::now();
+        for i in 0..FAILURES_PER_PEER {
+            assert!(!f.blocked_at(a, t0), "after {i} failures");
+            f.fail_at(a, t0);
+        }
+        assert!(f.blocked_at(a, t0 + Duration::from_secs(59)));
+        assert!(!f.blocked_at(b, t0), "another peer is not affected");
+        let later = t0 + FAILURE_WINDOW;
+        assert!(!f.blocked_at(a, later), "a new window");
+        f.fail_at(a, later);
+        assert!(!f.blocked_at(a, later), "the count starts again");
+    }
+
+    #[test]
     fn a_full_cache_drops_expired_answers_first_and_never_grows_past_its_limit() {
         let c: TtlCache<u32, bool> = TtlCache::with(Duration::from_secs(10), 4);
         let t0 = Instant::now();
@@ -325,7 +408,13 @@ pub struct Proxied(pub Caller);
 pub struct Asker {
     pub proxied: Option<Caller>,
     pub bearer: Option<String>,
+    /// The connection's peer address (set by the listener).
+    pub peer: Option<std::net::IpAddr>,
 }
+
+/// The peer address of a request's connection; only the listener inserts it.
+#[derive(Clone, Copy, Debug)]
+pub struct Peer(pub std::net::IpAddr);
 
 impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Asker {
     type Rejection = std::convert::Infallible;
@@ -336,6 +425,7 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Asker {
     ) -> Result<Self, Self::Rejection> {
         Ok(Asker {
             proxied: parts.extensions.get::<Proxied>().map(|p| p.0.clone()),
+            peer: parts.extensions.get::<Peer>().map(|p| p.0),
             bearer: parts
                 .headers
                 .get(axum::http::header::AUTHORIZATION)

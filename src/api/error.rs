@@ -42,6 +42,11 @@ impl IntoResponse for ApiError {
                 axum::http::header::RETRY_AFTER,
                 axum::http::HeaderValue::from_static(RETRY_AFTER_SECONDS),
             );
+        } else if self.status == StatusCode::TOO_MANY_REQUESTS {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("60"),
+            );
         }
         response
     }
@@ -197,4 +202,10 @@ pub const BAD_DOTTED_NAME: ApiError = e(
     1001,
     "ILLEGAL_ARGUMENTS",
     "the name must be catalog.schema (schemas) or catalog.schema.model (models), with backtick quoting for dots",
+);
+pub const TOO_MANY_FAILURES: ApiError = e(
+    StatusCode::TOO_MANY_REQUESTS,
+    1100,
+    "TOO_MANY_FAILED_TOKENS",
+    "too many invalid tokens from this address; retry later with a valid token",
 );

@@ -16,7 +16,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tower::{Service, ServiceBuilder, ServiceExt};
 
-use super::auth::{Caller, Proxied};
+use super::auth::{Caller, Peer, Proxied};
 use super::error;
 use super::front_proxy::FrontProxy;
 use super::tls::{self, Serving};
@@ -77,12 +77,15 @@ fn rejection(e: &BoxError) -> Response {
     }
 }
 
-/// Marks the request with the user the front proxy named, when the connection is its.
+/// Marks the request with its peer and, when the connection is the front proxy's, the user it
+/// named.
 fn with_user(
     mut req: hyper::Request<Incoming>,
     front: Option<&FrontProxy>,
+    peer: std::net::IpAddr,
 ) -> axum::extract::Request {
     req.extensions_mut().remove::<Proxied>();
+    req.extensions_mut().insert(Peer(peer));
     if let Some(caller) = front.and_then(|fp| fp.caller(req.headers())) {
         let caller: Caller = caller;
         req.extensions_mut().insert(Proxied(caller));
@@ -108,7 +111,7 @@ pub async fn serve(
     let http = Arc::new(http);
     let open = tokio_util::task::TaskTracker::new();
     loop {
-        let (stream, _peer) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             () = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
@@ -130,7 +133,9 @@ pub async fn serve(
             let _permit = permit;
             let _ = stream.set_nodelay(true);
             match tls {
-                None => connection(&http, TokioIo::new(stream), app, None, shutdown).await,
+                None => {
+                    connection(&http, TokioIo::new(stream), app, None, peer.ip(), shutdown).await
+                }
                 Some(tls) => {
                     let current = tls.current();
                     let acceptor = tokio_rustls::TlsAcceptor::from(current.config.clone());
@@ -140,7 +145,7 @@ pub async fn serve(
                         return;
                     };
                     let front = tls::front_proxy_of(&current, stream.get_ref().1);
-                    connection(&http, TokioIo::new(stream), app, front, shutdown).await
+                    connection(&http, TokioIo::new(stream), app, front, peer.ip(), shutdown).await
                 }
             }
         });
@@ -155,6 +160,7 @@ async fn connection<I, S>(
     io: TokioIo<I>,
     app: S,
     front: Option<Arc<FrontProxy>>,
+    peer: std::net::IpAddr,
     shutdown: CancellationToken,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -165,7 +171,7 @@ async fn connection<I, S>(
     S::Future: Send + 'static,
 {
     let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
-        let req = with_user(req, front.as_deref());
+        let req = with_user(req, front.as_deref(), peer);
         let app = app.clone();
         async move {
             Ok::<_, Infallible>(match app.oneshot(req).await {

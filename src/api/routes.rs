@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::ApiState;
 use super::auth::{Asker, Caller};
 use super::error::{self, ApiError};
-use crate::catalog::registry::provider_from;
+use crate::catalog::registry::provider_for_reads;
 use crate::catalog::{CatalogProvider, ObjectType, Probe, ProbeTarget};
 use crate::crd::catalog::Provider;
 use crate::crd::policy::RegistrationKind;
@@ -62,10 +62,15 @@ pub(super) async fn caller(state: &ApiState, asker: &Asker) -> Result<Caller, Ap
     if let Some(user) = &asker.proxied {
         return Ok(user.clone());
     }
-    match state.auth.authenticate(asker.bearer.as_deref()).await {
+    match state
+        .auth
+        .authenticate(asker.bearer.as_deref(), asker.peer)
+        .await
+    {
         Ok(Some(c)) => Ok(c),
         Ok(None) => Err(error::UNAUTHENTICATED),
         Err(super::auth::AuthError::Busy) => Err(error::OVERLOADED),
+        Err(super::auth::AuthError::TooManyFailures) => Err(error::TOO_MANY_FAILURES),
         Err(e) => {
             tracing::warn!(error = %e, "TokenReview failed");
             Err(error::INTERNAL)
@@ -240,7 +245,7 @@ pub(super) async fn resolve_source(
     if cat.spec.provider == Provider::Managed {
         return Err(error::NO_SUCH_OBJECT);
     }
-    let provider = match provider_from(&state.client, &state.providers, &cat).await {
+    let provider = match provider_for_reads(&state.client, &state.providers, &cat).await {
         Ok(Ok((p, _))) => p,
         Ok(Err(_)) | Err(_) => return Err(error::CATALOG_UNREACHABLE),
     };
@@ -386,7 +391,7 @@ pub(super) async fn home_models(
             .iter()
             .any(|r| r.kind == RegistrationKind::Schema && r.name == schema),
         _ => {
-            let provider = match provider_from(&state.client, &state.providers, &cat).await {
+            let provider = match provider_for_reads(&state.client, &state.providers, &cat).await {
                 Ok(Ok((p, _))) => p,
                 _ => return Err(error::CATALOG_UNREACHABLE),
             };

@@ -131,6 +131,26 @@ fn fingerprint(provider: Provider, s: &ConnectionSettings) -> u64 {
 pub struct Registry {
     pools: Mutex<HashMap<String, (u64, Arc<AnyProvider>)>>,
     allowed_hosts: HostAllowList,
+    /// Secrets the read API's requests read, reused for [`SECRET_REUSE`]: a flood of lookups
+    /// costs one Secret GET per Secret per interval, not one per request.
+    read_secrets: Mutex<HashMap<(String, String), ReadSecret>>,
+}
+
+/// A Secret as read for the read API (None: it did not exist), and when.
+type ReadSecret = (std::time::Instant, Option<Secret>);
+
+/// How long a Secret read for the read API is reused (controllers always read afresh).
+pub const SECRET_REUSE: std::time::Duration = std::time::Duration::from_secs(10);
+/// Secrets kept for the read API; the map is cleared when full.
+const SECRETS_KEPT: usize = 1000;
+
+/// Whether a Secret may come from the read API's short cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SecretReads {
+    /// Always a GET (controllers: a rotation is seen at the next reconcile).
+    Fresh,
+    /// A GET at most every [`SECRET_REUSE`] per Secret (the read API).
+    Reused,
 }
 
 impl Registry {
@@ -139,6 +159,7 @@ impl Registry {
         Self {
             pools: Mutex::default(),
             allowed_hosts: allowed,
+            read_secrets: Mutex::default(),
         }
     }
 
@@ -210,6 +231,24 @@ pub async fn provider_from(
     providers: &Registry,
     cat: &Catalog,
 ) -> Result<Result<(Arc<AnyProvider>, String), NoProvider>, kube::Error> {
+    provider_with(client, providers, cat, SecretReads::Fresh).await
+}
+
+/// [`provider_from`] for the read API: Secrets may come from the short cache.
+pub async fn provider_for_reads(
+    client: &kube::Client,
+    providers: &Registry,
+    cat: &Catalog,
+) -> Result<Result<(Arc<AnyProvider>, String), NoProvider>, kube::Error> {
+    provider_with(client, providers, cat, SecretReads::Reused).await
+}
+
+async fn provider_with(
+    client: &kube::Client,
+    providers: &Registry,
+    cat: &Catalog,
+    reads: SecretReads,
+) -> Result<Result<(Arc<AnyProvider>, String), NoProvider>, kube::Error> {
     let no = |reason: Reason, message: String| Ok(Err(NoProvider { reason, message }));
     if cat.spec.provider == Provider::Managed {
         return no(
@@ -226,7 +265,17 @@ pub async fn provider_from(
     let ns = cat.namespace().unwrap_or_default();
     let r = &connection.credentials_secret_ref;
     let keys = [r.username_key.as_str(), r.password_key.as_str()];
-    let Some(values) = opted_in(client, &ns, &r.name, &cat.name_any(), &keys).await? else {
+    let Some(values) = opted_in(
+        client,
+        providers,
+        reads,
+        &ns,
+        &r.name,
+        &cat.name_any(),
+        &keys,
+    )
+    .await?
+    else {
         return no(
             Reason::CREDENTIALS_INVALID,
             secrets::unusable("spec.connection.credentialsSecretRef", &r.name, &keys, &ns),
@@ -239,7 +288,17 @@ pub async fn provider_from(
         .and_then(|t| t.ca_secret_ref.as_ref())
     {
         None => None,
-        Some(ca) => match opted_in(client, &ns, &ca.name, &cat.name_any(), &[&ca.key]).await? {
+        Some(ca) => match opted_in(
+            client,
+            providers,
+            reads,
+            &ns,
+            &ca.name,
+            &cat.name_any(),
+            &[&ca.key],
+        )
+        .await?
+        {
             Some(v) => Some(v[0].clone().into_bytes()),
             None => {
                 return no(
@@ -272,17 +331,38 @@ pub async fn provider_from(
 /// other case is `None`, whatever the reason.
 async fn opted_in(
     client: &kube::Client,
+    providers: &Registry,
+    reads: SecretReads,
     ns: &str,
     name: &str,
     catalog: &str,
     keys: &[&str],
 ) -> Result<Option<Vec<String>>, kube::Error> {
-    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
-    Ok(api
-        .get_opt(name)
-        .await?
+    let key = (ns.to_string(), name.to_string());
+    let reused = (reads == SecretReads::Reused)
+        .then(|| {
+            let kept = providers.read_secrets.lock().expect("registry poisoned");
+            kept.get(&key)
+                .filter(|(at, _)| at.elapsed() < SECRET_REUSE)
+                .map(|(_, s)| s.clone())
+        })
+        .flatten();
+    let secret = match reused {
+        Some(s) => s,
+        None => {
+            let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+            let s = api.get_opt(name).await?;
+            let mut kept = providers.read_secrets.lock().expect("registry poisoned");
+            if kept.len() >= SECRETS_KEPT {
+                kept.clear();
+            }
+            kept.insert(key, (std::time::Instant::now(), s.clone()));
+            s
+        }
+    };
+    Ok(secret
         .filter(|s| secrets::serves(s, catalog))
-        .and_then(|s| secrets::values(&s.data.unwrap_or_default(), keys)))
+        .and_then(|s| secrets::values(&s.data.clone().unwrap_or_default(), keys)))
 }
 
 #[cfg(test)]
