@@ -705,6 +705,19 @@ async fn aggregated_names_that_do_not_split_are_refused_in_the_envelope() {
 }
 
 #[tokio::test]
+async fn an_oversized_body_is_refused_in_the_envelope_on_both_doors() {
+    let huge = format!("{{\"dryRun\": true, \"pad\": \"{}\"}}", "x".repeat(3 << 20));
+    for path in [
+        format!("{API}/catalogs/analytics/reconcile"),
+        format!("{AGG}/catalogs/analytics/reconcile"),
+    ] {
+        let (status, v) = call(World::default(), "POST", &path, &[], &huge).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{path}");
+        assert_eq!(envelope(&v), (1001, "ILLEGAL_ARGUMENTS"), "{path}");
+    }
+}
+
+#[tokio::test]
 async fn discovery_and_openapi_v3_describe_the_group() {
     let (status, v) = get("/apis").await;
     assert_eq!(status, StatusCode::OK);

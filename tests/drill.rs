@@ -923,11 +923,16 @@ fn timed_get_from(
         let mut s = match from {
             None => std::net::TcpStream::connect(("127.0.0.1", port))?,
             Some(ip) => {
-                let rt = tokio::runtime::Builder::new_current_thread().enable_io().build()?;
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_io()
+                    .build()?;
                 rt.block_on(async {
                     let socket = tokio::net::TcpSocket::new_v4()?;
                     socket.bind((ip, 0).into())?;
-                    socket.connect(([127, 0, 0, 1], port).into()).await?.into_std()
+                    socket
+                        .connect(([127, 0, 0, 1], port).into())
+                        .await?
+                        .into_std()
                 })?
             }
         };

@@ -71,7 +71,14 @@ pub fn routes(router: Router<Arc<ApiState>>) -> Router<Arc<ApiState>> {
         )
         .route(
             paths::AGG_RECONCILE,
-            post(|s: S, p: NsName, a: Asker, b: Bytes| checks::reconcile(s, p, a, b)),
+            post(
+                |s: S,
+                 p: NsName,
+                 a: Asker,
+                 b: Result<Bytes, axum::extract::rejection::BytesRejection>| {
+                    checks::reconcile(s, p, a, b)
+                },
+            ),
         )
         .route("/apis", get(|| async { discovery(group_list()) }))
         .route(

@@ -159,8 +159,16 @@ pub async fn reconcile(
     State(state): State<Arc<ApiState>>,
     Path((ns, name)): Path<(String, String)>,
     headers: Asker,
-    body: Bytes,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Response {
+    // A body past axum's limit (2 MiB) or one that cannot be read: the envelope, not plain text.
+    let body = match body {
+        Ok(b) => b,
+        Err(e) if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE => {
+            return error::BODY_TOO_LARGE.into_response();
+        }
+        Err(_) => return error::BAD_BODY.into_response(),
+    };
     let request: ReconcileRequest = if body.iter().all(u8::is_ascii_whitespace) {
         ReconcileRequest::default()
     } else {

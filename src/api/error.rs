@@ -209,3 +209,9 @@ pub const TOO_MANY_FAILURES: ApiError = e(
     "TOO_MANY_FAILED_TOKENS",
     "too many invalid tokens from this address; retry later with a valid token",
 );
+pub const BODY_TOO_LARGE: ApiError = e(
+    StatusCode::PAYLOAD_TOO_LARGE,
+    1001,
+    "ILLEGAL_ARGUMENTS",
+    "the request body is too large; send {\"dryRun\": true} or nothing",
+);
