@@ -170,18 +170,27 @@ fn echo() -> Router {
     )
 }
 
-async fn serve(serving: Arc<Serving>) -> (u16, CancellationToken) {
+/// `router` on a loopback port within `limits` (TLS with `serving`); the port and the stop.
+async fn serve_with(
+    router: Router,
+    serving: Option<Arc<Serving>>,
+    limits: Limits,
+) -> (u16, CancellationToken) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let stop = CancellationToken::new();
     tokio::spawn(listen::serve(
         listener,
-        echo(),
-        Some(serving),
-        Limits::default(),
+        router,
+        serving,
+        limits,
         stop.clone(),
     ));
     (port, stop)
+}
+
+async fn serve(serving: Arc<Serving>) -> (u16, CancellationToken) {
+    serve_with(echo(), Some(serving), Limits::default()).await
 }
 
 /// GET /whoami over TLS trusting `server-ca`, optionally with a client certificate; returns the
@@ -304,11 +313,7 @@ async fn a_rotated_certificate_is_served_without_a_restart_and_a_broken_one_is_n
 
 #[tokio::test]
 async fn connections_past_the_cap_are_closed_and_slow_headers_time_out() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let stop = CancellationToken::new();
-    tokio::spawn(listen::serve(
-        listener,
+    let (port, stop) = serve_with(
         echo(),
         None,
         Limits {
@@ -316,8 +321,8 @@ async fn connections_past_the_cap_are_closed_and_slow_headers_time_out() {
             header_read_timeout: Duration::from_millis(500),
             ..Limits::default()
         },
-        stop.clone(),
-    ));
+    )
+    .await;
     // Two connections that never send a full header hold the two places.
     let mut held = vec![];
     for _ in 0..2 {
@@ -376,9 +381,6 @@ async fn plain_get(port: u16, path: &str) -> String {
 
 #[tokio::test]
 async fn past_the_in_flight_limit_requests_are_shed_and_slow_ones_time_out_in_the_envelope() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let stop = CancellationToken::new();
     let slow = Router::new().route(
         "/slow",
         get(|| async {
@@ -386,8 +388,7 @@ async fn past_the_in_flight_limit_requests_are_shed_and_slow_ones_time_out_in_th
             "done"
         }),
     );
-    tokio::spawn(listen::serve(
-        listener,
+    let (port, stop) = serve_with(
         slow,
         None,
         Limits {
@@ -395,8 +396,8 @@ async fn past_the_in_flight_limit_requests_are_shed_and_slow_ones_time_out_in_th
             request_timeout: Duration::from_millis(400),
             ..Limits::default()
         },
-        stop.clone(),
-    ));
+    )
+    .await;
     let (a, b) = tokio::join!(plain_get(port, "/slow"), async {
         tokio::time::sleep(Duration::from_millis(100)).await;
         plain_get(port, "/slow").await

@@ -254,7 +254,6 @@ impl Auth {
         let Auth::Kubernetes(k) = self else {
             return Ok(true);
         };
-        let (client, decisions) = (&k.client, &k.decisions);
         let key = (
             caller.clone(),
             namespace.to_string(),
@@ -265,7 +264,31 @@ impl Auth {
             Some((r, sub)) => (r, Some(sub.to_string())),
             None => (resource, None),
         };
-        if let Some(hit) = decisions.get(&key) {
+        let attributes = ResourceAttributes {
+            namespace: Some(namespace.to_string()),
+            verb: Some(verb.into()),
+            group: Some("semops.io".into()),
+            resource: Some(resource.to_string()),
+            subresource,
+            // No name: the namespace-wide question ("every model here?").
+            name: (!name.is_empty()).then(|| name.to_string()),
+            ..Default::default()
+        };
+        k.decide(key, caller, Some(attributes), None).await
+    }
+}
+
+impl KubeAuth {
+    /// One SubjectAccessReview for `caller` about a resource or a non-resource URL, answered
+    /// from the decision cache when it can be.
+    async fn decide(
+        &self,
+        key: (Caller, String, String, String),
+        caller: &Caller,
+        resource: Option<ResourceAttributes>,
+        non_resource: Option<k8s_openapi::api::authorization::v1::NonResourceAttributes>,
+    ) -> Result<bool, kube::Error> {
+        if let Some(hit) = self.decisions.get(&key) {
             return Ok(hit);
         }
         let review = SubjectAccessReview {
@@ -273,27 +296,19 @@ impl Auth {
                 user: Some(caller.username.clone()),
                 uid: caller.uid.clone(),
                 groups: Some(caller.groups.clone()),
-                resource_attributes: Some(ResourceAttributes {
-                    namespace: Some(namespace.to_string()),
-                    verb: Some(verb.into()),
-                    group: Some("semops.io".into()),
-                    resource: Some(resource.to_string()),
-                    subresource,
-                    // No name: the namespace-wide question ("every model here?").
-                    name: (!name.is_empty()).then(|| name.to_string()),
-                    ..Default::default()
-                }),
+                resource_attributes: resource,
+                non_resource_attributes: non_resource,
                 ..Default::default()
             },
             ..Default::default()
         };
-        let api: Api<SubjectAccessReview> = Api::all(client.clone());
+        let api: Api<SubjectAccessReview> = Api::all(self.client.clone());
         let allowed = api
             .create(&PostParams::default(), &review)
             .await?
             .status
             .is_some_and(|s| s.allowed);
-        decisions.put(key, allowed);
+        self.decisions.put(key, allowed);
         Ok(allowed)
     }
 }
@@ -316,32 +331,11 @@ impl Auth {
             format!("{verb} {path}"),
             "(non-resource)".to_string(),
         );
-        if let Some(hit) = k.decisions.get(&key) {
-            return Ok(hit);
-        }
-        let review = SubjectAccessReview {
-            spec: SubjectAccessReviewSpec {
-                user: Some(caller.username.clone()),
-                uid: caller.uid.clone(),
-                groups: Some(caller.groups.clone()),
-                non_resource_attributes: Some(
-                    k8s_openapi::api::authorization::v1::NonResourceAttributes {
-                        path: Some(path.to_string()),
-                        verb: Some(verb.to_string()),
-                    },
-                ),
-                ..Default::default()
-            },
-            ..Default::default()
+        let attributes = k8s_openapi::api::authorization::v1::NonResourceAttributes {
+            path: Some(path.to_string()),
+            verb: Some(verb.to_string()),
         };
-        let api: Api<SubjectAccessReview> = Api::all(k.client.clone());
-        let allowed = api
-            .create(&PostParams::default(), &review)
-            .await?
-            .status
-            .is_some_and(|s| s.allowed);
-        k.decisions.put(key, allowed);
-        Ok(allowed)
+        k.decide(key, caller, None, Some(attributes)).await
     }
 }
 
