@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use semops::crd::semantic_model::{Definition, MetricIdentity, SourceAssociation, SourceName};
-use semops::lineage::{Limits, ModelInput, SourceRoot, project_model, project_source};
+use semops::lineage::{Limits, ModelInput, SourceRoot, TooLarge, project_model, project_source};
 use serde_json::json;
 
 /// Counts live heap bytes and their peak.
@@ -138,26 +138,51 @@ fn main() {
         );
     };
 
+    // The graph's real size, read from the answer (the table states what was projected).
+    let shape = |json: &[u8]| {
+        let g: serde_json::Value = serde_json::from_slice(json).unwrap();
+        (
+            g["nodes"].as_array().unwrap().len(),
+            g["edges"].as_array().unwrap().len(),
+        )
+    };
+
     // 1 model + 4,999 datasets on their own tables + 4,999 sources + 1 metric = 10,000 nodes.
     let m = model(0, 4999, 1, 0, |d| d);
+    let (nodes, edges) = shape(&project_model(&m.input(), &limits).unwrap());
+    assert_eq!(nodes, limits.max_nodes, "exactly at the node limit");
     row(
         "model at the node limit",
-        10_000,
-        9_999,
+        nodes,
+        edges,
         measure(runs, || project_model(&m.input(), &limits).unwrap().len()),
     );
 
-    // 1,000 datasets on 500 tables, 48,000 relationships: 50,000 edges counted (merged after).
+    // 1,000 datasets on 500 tables, 48,000 relationships: 50,000 edges counted against the
+    // limit (parallel relationships between two datasets merge into one edge of the answer).
     let m = model(0, 1000, 0, 48_000, |d| d / 2);
+    let (nodes, _merged) = shape(&project_model(&m.input(), &limits).unwrap());
+    let one_more = model(0, 1000, 0, 48_001, |d| d / 2);
+    assert!(
+        matches!(
+            project_model(&one_more.input(), &limits),
+            Err(TooLarge::Edges(_))
+        ),
+        "one relationship more is over the edge limit, so this row sits at it"
+    );
     row(
         "model at the edge limit",
-        1_501,
-        50_000,
+        nodes,
+        limits.max_edges,
         measure(runs, || project_model(&m.input(), &limits).unwrap().len()),
     );
 
     // Over the node limit: refused by the preflight, before anything is built.
     let m = model(0, 5000, 1, 0, |d| d);
+    assert!(
+        matches!(project_model(&m.input(), &limits), Err(TooLarge::Nodes(n)) if n == limits.max_nodes),
+        "the refused row is refused, for its node count"
+    );
     let refused = measure(runs, || {
         usize::from(project_model(&m.input(), &limits).is_err())
     });
@@ -174,10 +199,12 @@ fn main() {
         object_type: "TABLE".into(),
         id: "pg:7313918441042311863:16412:r20000".into(),
     };
+    let (nodes, edges) = shape(&project_source(&root, &inputs, &limits).unwrap());
+    assert_eq!(nodes, limits.max_nodes, "exactly at the node limit");
     row(
         "source bound by 3,333 models",
-        10_000,
-        13_332,
+        nodes,
+        edges,
         measure(runs, || {
             project_source(&root, &inputs, &limits).unwrap().len()
         }),

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::Event;
-use semops::api::routes::{bound_datasets, dataset_identifiers, sorted_metrics};
+use semops::api::routes::{Identifier, bound_datasets, dataset_identifiers, sorted_metrics};
 use semops::crd::semantic_model::{MetricIdentity, SourceAssociation, SourceName};
 use semops::crd::{SemanticModel, SemanticModelStatus};
 use semops::index::{HomeKey, ModelIndex, SourceKey, is_visible};
@@ -91,17 +91,21 @@ fn measure(mut f: impl FnMut(usize) -> usize) -> (Duration, Duration, usize) {
     (p50, p99, total / QUERIES)
 }
 
-fn lookup_indexed(store: &Store<SemanticModel>, index: &ModelIndex, table: usize) -> usize {
+fn lookup_indexed(
+    store: &Store<SemanticModel>,
+    index: &ModelIndex,
+    table: usize,
+) -> Vec<Identifier> {
     let key = SourceKey {
         namespace: "bench".into(),
         catalog: "hr".into(),
         object_type: "TABLE".into(),
         id: format!("pg:1:2:r{table}"),
     };
-    dataset_identifiers("bench", bound_datasets(store, index, &key), |_| true).len()
+    dataset_identifiers("bench", bound_datasets(store, index, &key), |_| true)
 }
 
-fn lookup_scan(store: &Store<SemanticModel>, table: usize) -> usize {
+fn lookup_scan(store: &Store<SemanticModel>, table: usize) -> Vec<Identifier> {
     let id = format!("pg:1:2:r{table}");
     let mut by_model = std::collections::BTreeMap::new();
     for m in store.state() {
@@ -119,10 +123,10 @@ fn lookup_scan(store: &Store<SemanticModel>, table: usize) -> usize {
             by_model.insert(kube::ResourceExt::name_any(m.as_ref()), (m.clone(), ds));
         }
     }
-    dataset_identifiers("bench", by_model, |_| true).len()
+    dataset_identifiers("bench", by_model, |_| true)
 }
 
-fn discover_indexed(store: &Store<SemanticModel>, index: &ModelIndex, schema: usize) -> usize {
+fn discover_indexed(store: &Store<SemanticModel>, index: &ModelIndex, schema: usize) -> String {
     let key = HomeKey {
         namespace: "bench".into(),
         catalog: "analytics".into(),
@@ -137,10 +141,11 @@ fn discover_indexed(store: &Store<SemanticModel>, index: &ModelIndex, schema: us
         .iter()
         .map(|m| (m.as_ref(), &m.spec.definition))
         .collect();
-    sorted_metrics("bench", &borrowed).len()
+    // Serialized, as the API answers: the timed work includes it, and answers compare whole.
+    serde_json::to_string(&sorted_metrics("bench", &borrowed)).unwrap()
 }
 
-fn discover_scan(store: &Store<SemanticModel>, schema: usize) -> usize {
+fn discover_scan(store: &Store<SemanticModel>, schema: usize) -> String {
     let wanted = format!("s{schema}");
     let models: Vec<_> = store
         .state()
@@ -151,7 +156,8 @@ fn discover_scan(store: &Store<SemanticModel>, schema: usize) -> usize {
         .iter()
         .map(|m| (m.as_ref(), &m.spec.definition))
         .collect();
-    sorted_metrics("bench", &borrowed).len()
+    // Serialized, as the API answers: the timed work includes it, and answers compare whole.
+    serde_json::to_string(&sorted_metrics("bench", &borrowed)).unwrap()
 }
 
 fn main() {
@@ -165,10 +171,24 @@ fn main() {
     }
     let after = rss_kib();
 
-    let lookup_i = measure(|q| lookup_indexed(&store, &index, q % TABLES));
-    let lookup_s = measure(|q| lookup_scan(&store, q % TABLES));
-    let disc_i = measure(|q| discover_indexed(&store, &index, q % SCHEMAS));
-    let disc_s = measure(|q| discover_scan(&store, q % SCHEMAS));
+    // Both paths must give the same answer to every query, not only the same counts.
+    for q in 0..QUERIES {
+        let table = q % TABLES;
+        let indexed = lookup_indexed(&store, &index, table);
+        assert!(!indexed.is_empty(), "table {table} is bound");
+        assert_eq!(indexed, lookup_scan(&store, table), "lookup of t{table}");
+        let schema = q % SCHEMAS;
+        assert_eq!(
+            discover_indexed(&store, &index, schema),
+            discover_scan(&store, schema),
+            "discovery in s{schema}"
+        );
+    }
+    let lookup_i = measure(|q| lookup_indexed(&store, &index, q % TABLES).len());
+    let lookup_s = measure(|q| lookup_scan(&store, q % TABLES).len());
+    let metrics_in = |json: String| json.matches("\"metric_").count();
+    let disc_i = measure(|q| metrics_in(discover_indexed(&store, &index, q % SCHEMAS)));
+    let disc_s = measure(|q| metrics_in(discover_scan(&store, q % SCHEMAS)));
     // What a client without the API does: list every model (as `kubectl get sm -o json` returns
     // them) and filter. A few queries suffice at this cost.
     let listed = serde_json::to_vec(
@@ -185,17 +205,25 @@ fn main() {
             let started = Instant::now();
             let all: Vec<SemanticModel> = serde_json::from_slice(&listed).unwrap();
             let id = format!("pg:1:2:r{}", q % TABLES);
-            let hits = all
+            let mut hits: Vec<(String, String)> = all
                 .iter()
-                .filter(|m| {
+                .flat_map(|m| {
                     m.status
                         .iter()
                         .flat_map(|s| &s.source_associations)
-                        .any(|a| a.id == id)
+                        .filter(|a| a.id == id)
+                        .map(|a| (m.spec.name.clone().unwrap_or_default(), a.dataset.clone()))
                 })
-                .count();
-            std::hint::black_box(hits);
+                .collect();
+            hits.sort();
             samples.push(started.elapsed());
+            // The client's answer is the API's answer, query by query.
+            let mut api: Vec<(String, String)> = lookup_indexed(&store, &index, q % TABLES)
+                .into_iter()
+                .map(|i| (i.namespace[3].clone(), i.name))
+                .collect();
+            api.sort();
+            assert_eq!(hits, api, "client-side lookup of t{}", q % TABLES);
         }
         percentiles(samples)
     };

@@ -1,13 +1,17 @@
 //! Scale benchmark against the real control plane and PostgreSQL (DESIGN §9). Not a test: run
 //! by `hack/bench` (which also records the table in BENCHMARKS.md). For each model count:
 //!
-//! 1. the bare API server: the same writes semops makes per model (a ControllerRevision create
-//!    and a status PUT), issued by a plain client at the operator's concurrency — the limit;
+//! 1. the bare API server: the same writes semops makes per model (a ControllerRevision create,
+//!    a status PUT and the Accepted Event), issued by a plain client at the operator's
+//!    concurrency — the limit;
 //! 2. semops bringing the same number of models (5 datasets, 10 metrics) to Ready from a cold
-//!    start, its writes per model (from the API server's audit log), RSS and CPU;
-//! 3. steady state: status writes per minute (target 0) and CPU;
+//!    start; its write requests per model from its own `rest_client_requests_total` (every
+//!    answer counted: conflicts, deletes and Events included), RSS and CPU;
+//! 3. steady state: write requests per minute (target 0, Lease renewals shown apart) and CPU;
 //! 4. time to ready after a restart;
-//! 5. source lookup through the live read API vs `kubectl get -o json` and filtering;
+//! 5. source lookup through the live read API, authenticated with a real ServiceAccount token
+//!    (TokenReview + SubjectAccessReview, as in production), vs `kubectl get -o json` and
+//!    filtering; both sides' answers are checked query by query against the models' status;
 //!
 //! and once: a stale round over 10,000 registrations (two Catalogs of 5,000, the most one Catalog
 //! may declare) on the local PostgreSQL, default concurrency.
@@ -23,10 +27,11 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, ObjectMeta, Time};
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use kube::api::{ListParams, PostParams};
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client, Resource, ResourceExt};
 use semops::crd::semantic_model::{MetricIdentity, SourceAssociation, SourceName};
 use semops::crd::{SemanticModel, SemanticModelStatus};
 use support::db::postgres;
@@ -76,15 +81,22 @@ async fn create_models(client: &Client, ns: &str, n: usize) {
     .await;
 }
 
-/// The bare client: per model, the revision create and the status PUT semops makes.
+/// The bare client: per model, the revision create, the status PUT and the Accepted Event
+/// semops makes.
 async fn bare_writes(client: &Client, ns: &str, n: usize) -> Duration {
     let models: Api<SemanticModel> = Api::namespaced(client.clone(), ns);
     let revisions: Api<ControllerRevision> = Api::namespaced(client.clone(), ns);
+    let events: Api<Event> = Api::namespaced(client.clone(), ns);
     let listed = models.list(&ListParams::default()).await.unwrap().items;
     let listed = Arc::new(listed);
     let started = Instant::now();
     for_each(n, |i| {
-        let (models, revisions, listed) = (models.clone(), revisions.clone(), listed.clone());
+        let (models, revisions, events, listed) = (
+            models.clone(),
+            revisions.clone(),
+            events.clone(),
+            listed.clone(),
+        );
         Box::pin(async move {
             let m = &listed[i];
             let rev = ControllerRevision {
@@ -147,10 +159,97 @@ async fn bare_writes(client: &Client, ns: &str, n: usize) -> Duration {
                 .replace_status(&m.name_any(), &PostParams::default(), &next)
                 .await
                 .unwrap();
+            let event = Event {
+                metadata: ObjectMeta {
+                    name: Some(format!("{}.accepted", m.name_any())),
+                    ..Default::default()
+                },
+                action: Some("Accept".into()),
+                reason: Some("Accepted".into()),
+                note: Some("revision 1 accepted (Created)".into()),
+                event_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
+                regarding: Some(m.object_ref(&())),
+                reporting_controller: Some("semops.io/semops".into()),
+                reporting_instance: Some("bench".into()),
+                type_: Some("Normal".into()),
+                ..Default::default()
+            };
+            events.create(&PostParams::default(), &event).await.unwrap();
         })
     })
     .await;
     started.elapsed()
+}
+
+/// Write requests the operator sent so far (any answer), from its own request counter.
+struct Writes {
+    revisions: f64,
+    model_status: f64,
+    events: f64,
+    leases: f64,
+    all: f64,
+    conflicts: f64,
+    deletes: f64,
+}
+
+fn writes(op: &Operator) -> Writes {
+    let of = |resource: &str| op.write_requests(&[&format!("resource=\"{resource}\"")]);
+    Writes {
+        revisions: of("controllerrevisions"),
+        model_status: of("semanticmodels/status"),
+        events: of("events"),
+        leases: of("leases"),
+        all: op.write_requests(&[]),
+        conflicts: op.write_requests(&["code=\"409\""]),
+        deletes: op.write_requests(&["method=\"DELETE\""]),
+    }
+}
+
+/// Which (model, dataset) pairs bind each table, from the models' committed status.
+fn expected_lookups(
+    models: &serde_json::Value,
+) -> std::collections::BTreeMap<String, Vec<(String, String)>> {
+    let mut by_table: std::collections::BTreeMap<String, Vec<(String, String)>> =
+        Default::default();
+    for m in models["items"].as_array().unwrap() {
+        for a in m["status"]["sourceAssociations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            if a["source"]["catalog"] == "hr" && a["source"]["schema"] == "bench" {
+                by_table
+                    .entry(a["source"]["name"].as_str().unwrap().to_string())
+                    .or_default()
+                    .push((
+                        m["spec"]["name"].as_str().unwrap().to_string(),
+                        a["dataset"].as_str().unwrap().to_string(),
+                    ));
+            }
+        }
+    }
+    for v in by_table.values_mut() {
+        v.sort();
+    }
+    by_table
+}
+
+/// The (model, dataset) pairs of a lookup answer.
+fn answered(body: &str) -> Vec<(String, String)> {
+    let v: serde_json::Value = serde_json::from_str(body).unwrap();
+    let mut pairs: Vec<(String, String)> = v["identifiers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["namespace"][3].as_str().unwrap().to_string(),
+                i["name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    pairs.sort();
+    pairs
 }
 
 async fn ready_count(client: &Client, ns: &str) -> usize {
@@ -243,12 +342,7 @@ async fn run_scale(n: usize, rows: &mut Vec<Row>) {
         &env.kubeconfig,
         Some(&ns.name),
         &ns.name,
-        &[
-            "--api-auth",
-            "none",
-            "--concurrency",
-            &CONCURRENCY.to_string(),
-        ],
+        &["--concurrency", &CONCURRENCY.to_string()],
     );
     let mut peak_rss = 0;
     loop {
@@ -265,8 +359,8 @@ async fn run_scale(n: usize, rows: &mut Vec<Row>) {
     }
     let t_semops = started.elapsed();
     let (_, cpu_bringup) = proc_stats(op.pid());
-    // Writes per model: the operator's own count of status writes, plus the revisions it
-    // created (at 10,000 models the audit log lost events, so it is not used for the count).
+    // Writes per model: every write request the operator sent, from its own counter.
+    let bringup = writes(&op);
     let revisions: Api<ControllerRevision> = Api::namespaced(client.clone(), &ns.name);
     let revision_count = revisions
         .list_metadata(&ListParams::default())
@@ -274,15 +368,19 @@ async fn run_scale(n: usize, rows: &mut Vec<Row>) {
         .unwrap()
         .items
         .len();
-    let model_writes =
-        op.metric("semops_status_writes_total", &["semanticmodel"]) as usize + revision_count;
+    assert_eq!(
+        revision_count, n,
+        "one revision per model is left (a deleted and recreated revision would show here)"
+    );
 
     // 3. Steady state over a minute.
-    let writes_before = op.metric("semops_status_writes_total", &[]);
+    let before = writes(&op);
     let (_, cpu0) = proc_stats(op.pid());
     tokio::time::sleep(Duration::from_secs(60)).await;
     let (rss_steady, cpu1) = proc_stats(op.pid());
-    let steady_writes = op.metric("semops_status_writes_total", &[]) - writes_before;
+    let after = writes(&op);
+    let steady_writes = (after.all - after.leases) - (before.all - before.leases);
+    let steady_leases = after.leases - before.leases;
 
     // A check round of `hr` (every model's sources are bound there): one catalog write, and no
     // model write when nothing drifted.
@@ -309,42 +407,78 @@ async fn run_scale(n: usize, rows: &mut Vec<Row>) {
     let round_catalog_writes =
         op.metric("semops_status_writes_total", &["catalog"]) - catalog_writes_before;
 
-    // 5. Source lookup through the live API vs kubectl + filter.
-    let port = op.api_port;
-    let lookups: Vec<Duration> = {
-        let mut v = vec![];
-        for k in 0..200 {
-            let path = format!(
-                "/api/metalakes/{}/objects/table/hr.bench.t{}/semantic-model-datasets",
-                ns.name,
-                (k * 37) % TABLES
-            );
-            let t = Instant::now();
-            let (code, _) = support::checks::request(port, "GET", &path, None, None);
-            v.push(t.elapsed());
-            assert_eq!(code, 200);
-        }
-        v
+    // 5. Source lookup through the live API, with a real token, vs kubectl + filter; both
+    // sides' answers are checked per query against what the models' status says.
+    let token = env.service_account_token(
+        &ns.name,
+        "bench-reader",
+        "[{apiGroups: [semops.io], resources: [catalogs, semanticmodels], verbs: [get]}]",
+        &[
+            ("get", "catalogs.semops.io"),
+            ("get", "semanticmodels.semops.io"),
+        ],
+    );
+    let expected = expected_lookups(
+        &serde_json::from_str(&env.kubectl_ok(&["get", "sm", "-n", &ns.name, "-o", "json"]))
+            .unwrap(),
+    );
+    let table_of = |k: usize| format!("t{}", (k * 37) % TABLES);
+    let lookup_path = |k: usize| {
+        format!(
+            "/api/metalakes/{}/objects/table/hr.bench.{}/semantic-model-datasets",
+            ns.name,
+            table_of(k)
+        )
     };
+    let port = op.api_port;
+    // One request first, so the token's review is cached as it is for any steady client.
+    let (code, body) = support::checks::request(port, "GET", &lookup_path(0), Some(&token), None);
+    assert_eq!(code, 200, "{body}");
+    let mut lookups = vec![];
+    for k in 0..200 {
+        let t = Instant::now();
+        let (code, body) =
+            support::checks::request(port, "GET", &lookup_path(k), Some(&token), None);
+        lookups.push(t.elapsed());
+        assert_eq!(code, 200, "{body}");
+        let want = expected.get(&table_of(k)).cloned().unwrap_or_default();
+        assert!(!want.is_empty(), "every benchmarked table is bound");
+        assert_eq!(answered(&body), want, "lookup of {}", table_of(k));
+    }
     let (lookup_p50, lookup_p99) = percentiles(lookups);
     let baseline: Vec<Duration> = (0..3)
         .map(|k| {
             let t = Instant::now();
             let out = env.kubectl_ok(&["get", "sm", "-n", &ns.name, "-o", "json"]);
             let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-            let table = format!("t{}", (k * 37) % TABLES);
-            let hits = v["items"]
+            let table = table_of(k);
+            let mut hits: Vec<(String, String)> = v["items"]
                 .as_array()
                 .unwrap()
                 .iter()
-                .filter(|m| {
+                .flat_map(|m| {
+                    let model = m["spec"]["name"].as_str().unwrap_or_default().to_string();
                     m["status"]["sourceAssociations"]
                         .as_array()
-                        .is_some_and(|a| a.iter().any(|x| x["source"]["name"] == table.as_str()))
+                        .into_iter()
+                        .flatten()
+                        .filter(|x| {
+                            x["source"]["catalog"] == "hr"
+                                && x["source"]["schema"] == "bench"
+                                && x["source"]["name"] == table.as_str()
+                        })
+                        .map(move |x| (model.clone(), x["dataset"].as_str().unwrap().to_string()))
+                        .collect::<Vec<_>>()
                 })
-                .count();
-            assert!(hits > 0);
-            t.elapsed()
+                .collect();
+            hits.sort();
+            let elapsed = t.elapsed();
+            assert_eq!(
+                Some(&hits),
+                expected.get(&table),
+                "kubectl lookup of {table}"
+            );
+            elapsed
         })
         .collect();
     let (base_p50, _) = percentiles(baseline);
@@ -352,23 +486,18 @@ async fn run_scale(n: usize, rows: &mut Vec<Row>) {
     // 4. Restart: time until ready (caches synced) with n models.
     op.terminate();
     let restarted = Instant::now();
-    let op2 = Operator::start(
-        env,
-        &env.kubeconfig,
-        Some(&ns.name),
-        &ns.name,
-        &["--api-auth", "none"],
-    );
+    let op2 = Operator::start(env, &env.kubeconfig, Some(&ns.name), &ns.name, &[]);
     let t_restart = restarted.elapsed();
     let writes_after_restart = {
         tokio::time::sleep(Duration::from_secs(20)).await;
-        op2.metric("semops_status_writes_total", &[])
+        let w = writes(&op2);
+        w.all - w.leases
     };
     drop(op2);
 
     let label = |s: &str| format!("{n} models: {s}");
     rows.push(Row(
-        label("bare API server, revision + status per model (the limit)"),
+        label("bare API server, revision + status + Event per model (the limit)"),
         secs(t_bare),
     ));
     rows.push(Row(
@@ -379,9 +508,18 @@ async fn run_scale(n: usize, rows: &mut Vec<Row>) {
             t_semops.as_secs_f64() / t_bare.as_secs_f64()
         ),
     ));
+    let per = |x: f64| x / n as f64;
     rows.push(Row(
-        label("API writes per model by semops (status writes + revisions)"),
-        format!("{:.2}", model_writes as f64 / n as f64),
+        label("write requests per model by semops, every answer counted (revision / status / Event); conflicts, deletes"),
+        format!(
+            "{:.2} ({:.2} / {:.2} / {:.2}); {}, {}",
+            per(bringup.all - bringup.leases),
+            per(bringup.revisions),
+            per(bringup.model_status),
+            per(bringup.events),
+            bringup.conflicts,
+            bringup.deletes
+        ),
     ));
     rows.push(Row(
         label("operator peak RSS during bring-up / RSS at steady state"),
@@ -395,8 +533,8 @@ async fn run_scale(n: usize, rows: &mut Vec<Row>) {
         ),
     ));
     rows.push(Row(
-        label("status writes per minute at steady state"),
-        format!("{steady_writes}"),
+        label("write requests per minute at steady state (+ Lease renewals)"),
+        format!("{steady_writes} (+ {steady_leases})"),
     ));
     rows.push(Row(
         label("a check round over the sources of all models: probed / status writes (catalog, models)"),
@@ -407,11 +545,11 @@ async fn run_scale(n: usize, rows: &mut Vec<Row>) {
         format!("{} / {}", secs(t_restart), writes_after_restart.abs()),
     ));
     rows.push(Row(
-        label("source lookup through the live API (incl. live probe), 200 queries"),
+        label("source lookup through the live API with a ServiceAccount token (incl. live probe), 200 queries, answers checked"),
         format!("p50 {} / p99 {}", ms(lookup_p50), ms(lookup_p99)),
     ));
     rows.push(Row(
-        label("the same via `kubectl get sm -o json` + filter"),
+        label("the same via `kubectl get sm -o json` + filter, answers checked"),
         format!(
             "p50 {} ({:.0}x slower than the API p50)",
             ms(base_p50),
@@ -440,13 +578,7 @@ async fn run_round(rows: &mut Vec<Row>) {
         support::checks::catalog_yaml(&ns.name, "b", "hr", pg.port, &format!("[{}]", regs(5000)), ""),
         n = ns.name
     ));
-    let op = Operator::start(
-        env,
-        &env.kubeconfig,
-        Some(&ns.name),
-        &ns.name,
-        &["--api-auth", "none"],
-    );
+    let op = Operator::start(env, &env.kubeconfig, Some(&ns.name), &ns.name, &[]);
     let started = Instant::now();
     for c in ["a", "b"] {
         env.kubectl_ok(&[

@@ -135,10 +135,10 @@ where
 pub async fn run(
     client: Client,
     review_client: Client,
+    metrics: Arc<Metrics>,
     cfg: RunConfig,
     shutdown: CancellationToken,
 ) -> Result<(), std::io::Error> {
-    let metrics = Arc::new(Metrics::default());
     let ready = Arc::new(AtomicBool::new(false));
 
     let (models, models_writer) = reflector::store_shared::<SemanticModel>(SHARED_BUFFER);

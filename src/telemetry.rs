@@ -10,6 +10,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+pub mod requests;
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ControllerLabel {
     pub controller: String,
@@ -211,6 +213,8 @@ pub struct Metrics {
     pub events_published: Counter<u64, AtomicU64>,
     pub checks: CheckMetrics,
     pub api: ApiMetrics,
+    /// Layered into the kube clients: every request they send, by method, resource and code.
+    pub requests: requests::CountRequests,
 }
 
 impl Default for Metrics {
@@ -278,9 +282,17 @@ impl Default for Metrics {
         );
         let checks = CheckMetrics::register(&mut registry);
         let api = ApiMetrics::register(&mut registry);
+        let requests = requests::CountRequests::default();
+        // client-go's name, so the API server dashboards people already have read it.
+        registry.register(
+            "rest_client_requests",
+            "Requests sent to the Kubernetes API server, by method, resource and status code",
+            requests.family.clone(),
+        );
         Self {
             checks,
             api,
+            requests,
             registry,
             reconcile_total,
             reconcile_errors,

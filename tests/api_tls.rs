@@ -308,7 +308,6 @@ async fn a_rotated_certificate_is_served_without_a_restart_and_a_broken_one_is_n
         .unwrap();
     assert!(missing.contains("nope.crt"), "{missing}");
     stop.cancel();
-    tokio::time::sleep(Duration::from_millis(50)).await;
 }
 
 #[tokio::test]
@@ -332,7 +331,8 @@ async fn connections_past_the_cap_are_closed_and_slow_headers_time_out() {
         s.write_all(b"GET /whoami HTTP/1.1\r\n").await.unwrap();
         held.push(s);
     }
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The kernel hands connections to the accept loop in the order they were established, so
+    // the two held ones take the places before this one is looked at.
     let mut third = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
         .unwrap();
@@ -351,15 +351,16 @@ async fn connections_past_the_cap_are_closed_and_slow_headers_time_out() {
         let closed = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf)).await;
         assert!(closed.is_ok(), "a slow header is cut off");
     }
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .unwrap();
-    s.write_all(b"GET /whoami HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .await
-        .unwrap();
-    let mut response = String::new();
-    s.read_to_string(&mut response).await.unwrap();
+    // Their places come free once the server has dropped them (just after the close we saw):
+    // a new connection is served again.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let response = loop {
+        let response = plain_get(port, "/whoami").await;
+        if response.starts_with("HTTP/1.1 200") || tokio::time::Instant::now() > deadline {
+            break response;
+        }
+        tokio::task::yield_now().await;
+    };
     assert!(
         response.starts_with("HTTP/1.1 200") && response.ends_with("nobody"),
         "{response}"
@@ -381,11 +382,19 @@ async fn plain_get(port: u16, path: &str) -> String {
 
 #[tokio::test]
 async fn past_the_in_flight_limit_requests_are_shed_and_slow_ones_time_out_in_the_envelope() {
+    // The handler says when it has started, so the second request is sent while the first
+    // holds the only place.
+    let started = Arc::new(tokio::sync::Notify::new());
+    let entered = started.clone();
     let slow = Router::new().route(
         "/slow",
-        get(|| async {
-            tokio::time::sleep(Duration::from_millis(700)).await;
-            "done"
+        get(move || {
+            let entered = entered.clone();
+            async move {
+                entered.notify_one();
+                tokio::time::sleep(Duration::from_millis(700)).await;
+                "done"
+            }
         }),
     );
     let (port, stop) = serve_with(
@@ -399,7 +408,7 @@ async fn past_the_in_flight_limit_requests_are_shed_and_slow_ones_time_out_in_th
     )
     .await;
     let (a, b) = tokio::join!(plain_get(port, "/slow"), async {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        started.notified().await;
         plain_get(port, "/slow").await
     });
     // The first runs past the request timeout; the second finds no place and is shed at once.

@@ -73,6 +73,24 @@ fn an_unchanged_object_costs_no_status_write_after_it_is_ready() {
         .then_some(before)
     });
     let audited = env.audited_writes(ns, "semanticmodels", "status", "update");
+    // The operator's request counter sees every status write it counted itself.
+    assert_eq!(
+        op.metric(
+            "rest_client_requests_total",
+            &[
+                "method=\"PUT\"",
+                "resource=\"semanticmodels/status\"",
+                "code=\"200\""
+            ]
+        ),
+        op.metric(
+            "semops_status_writes_total",
+            &["controller=\"semanticmodel\""]
+        ),
+    );
+    // Every write request but Lease renewals: Events, revisions, conflicts included.
+    let requests = || op.write_requests(&[]) - op.write_requests(&["resource=\"leases\""]);
+    let requests_settled = requests();
     let reconciles = op.metric(
         "controller_runtime_reconcile_total",
         &["controller=\"semanticmodel\""],
@@ -106,6 +124,11 @@ fn an_unchanged_object_costs_no_status_write_after_it_is_ready() {
         Duration::from_secs(2),
         "no status write after reconciles of unchanged objects",
         || op.metric("semops_status_writes_total", &[]) == settled,
+    );
+    assert_eq!(
+        requests(),
+        requests_settled,
+        "a write request (an Event, a revision, a retried conflict) after reconciles of unchanged objects"
     );
     if let Some(before) = audited {
         assert_eq!(

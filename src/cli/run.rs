@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -11,7 +12,7 @@ use crate::crd::policy::PolicyMode;
 use crate::leader::LeaseTimings;
 use crate::policy::OperatorDefaults;
 use crate::run::{RunConfig, cancel_on_signals, run};
-use crate::telemetry::{LogFormat, init_logging};
+use crate::telemetry::{LogFormat, Metrics, init_logging};
 
 /// How the read API authenticates and authorizes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -248,17 +249,24 @@ fn run_operator(args: RunArgs) -> anyhow::Result<()> {
         let config = kube::Config::infer()
             .await
             .context("connecting to Kubernetes (KUBECONFIG or in-cluster config)")?;
-        let client = kube::Client::try_from(config.clone()).context("building the client")?;
+        let metrics = Arc::new(Metrics::default());
+        let client = counted_client(config.clone(), &metrics)?;
         // Reviews for the read API and /metrics get their own connections: a flood of them
         // never queues behind (or in front of) Lease renewals.
-        let review_client = kube::Client::try_from(config).context("building the client")?;
+        let review_client = counted_client(config, &metrics)?;
         let token = CancellationToken::new();
         cancel_on_signals(token.clone());
-        run(client, review_client, cfg, token)
+        run(client, review_client, metrics, cfg, token)
             .await
             .context("serving probes")
     });
     // Blocking tasks (a lineage projection, a DNS lookup) get a moment, never a say in exiting.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     result
+}
+
+/// A kube client whose every request is counted in `rest_client_requests_total`.
+fn counted_client(config: kube::Config, metrics: &Metrics) -> anyhow::Result<kube::Client> {
+    let builder = kube::client::ClientBuilder::try_from(config).context("building the client")?;
+    Ok(builder.with_layer(&metrics.requests).build())
 }

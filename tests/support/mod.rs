@@ -639,6 +639,25 @@ impl Operator {
             .sum()
     }
 
+    /// Write requests (POST, PUT, PATCH, DELETE; any answer, conflicts included) this operator
+    /// sent, from its own `rest_client_requests_total`, matching `filters`. Reviews (TokenReview,
+    /// SubjectAccessReview) are POSTs that store nothing and are left out.
+    pub fn write_requests(&self, filters: &[&str]) -> f64 {
+        let sum = |extra: Option<&str>| -> f64 {
+            ["POST", "PUT", "PATCH", "DELETE"]
+                .iter()
+                .map(|m| {
+                    let method = format!("method=\"{m}\"");
+                    let mut all = vec![method.as_str()];
+                    all.extend_from_slice(filters);
+                    all.extend(extra);
+                    self.metric("rest_client_requests_total", &all)
+                })
+                .sum()
+        };
+        sum(None) - sum(Some("reviews\""))
+    }
+
     pub fn is_leading(&self) -> bool {
         self.metric("leader_election_master_status", &[]) == 1.0
     }
