@@ -122,6 +122,34 @@ mod tests {
     }
 
     #[test]
+    fn every_kind_of_node_has_its_own_shape() {
+        let g = serde_json::json!({"nodes": [
+            {"id": "s", "kind": "SOURCE", "name": "s"},
+            {"id": "d", "kind": "DATASET", "name": "d"},
+            {"id": "m", "kind": "METRIC", "name": "m"},
+            {"id": "o", "kind": "MODEL", "name": "o"}
+        ]});
+        let d = dot(&g);
+        for (id, shape) in [
+            ("s", "cylinder"),
+            ("d", "box"),
+            ("m", "ellipse"),
+            ("o", "folder"),
+        ] {
+            assert!(d.contains(&format!("\"{id}\" [label=\"")), "{d}");
+            assert!(
+                d.lines().any(|l| l.starts_with(&format!("  \"{id}\""))
+                    && l.contains(&format!("shape={shape}]"))),
+                "{id}: {d}"
+            );
+        }
+        assert_eq!(
+            mermaid(&g),
+            "flowchart LR\n  n0[(\"SOURCE s\")]\n  n1[\"DATASET d\"]\n  n2([\"METRIC m\"])\n  n3[\"MODEL o\"]\n"
+        );
+    }
+
+    #[test]
     fn mermaid_uses_positional_ids_and_quoted_labels() {
         let m = mermaid(&graph());
         assert_eq!(

@@ -130,6 +130,60 @@ fn a_model_graph_has_its_datasets_sources_metrics_and_only_declared_edges() {
     );
     assert_eq!(g["nodes"][4]["revision"], 3);
     assert_eq!(g["nodes"][0]["namespace"], json!(["ns", "hr", "public"]));
+    // Datasets and metrics are named inside their model.
+    for i in [1, 2, 3] {
+        assert_eq!(
+            g["nodes"][i]["namespace"],
+            json!(["ns", "analytics", "semantic", "model"]),
+            "{}",
+            g["nodes"][i]
+        );
+    }
+}
+
+#[test]
+fn a_relationship_with_an_undeclared_end_draws_no_edge() {
+    let mut f = fixture(2, 0, 2);
+    let relationships = f.definition.relationships.as_mut().unwrap();
+    relationships[0].to = "ghost".into();
+    relationships[1].from = "ghost".into();
+    let g = parse(&project_model(&f.input(), &Limits::default()).unwrap());
+    let relates = g["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "RELATES")
+        .count();
+    assert_eq!(relates, 0, "{}", g["edges"]);
+}
+
+/// Every kind of node and edge counts toward the bounds, exactly once: 3 datasets on 3 tables,
+/// 2 metrics, 2 relationships = 1 + 3 + 2 + 3 = 9 nodes and 3 + 2 + 3 + 2 = 10 edges.
+#[test]
+fn node_and_edge_counts_take_every_kind_exactly_once() {
+    let f = fixture(3, 2, 2);
+    let limits = |max_nodes, max_edges| Limits {
+        max_nodes,
+        max_edges,
+        ..Limits::default()
+    };
+    assert!(project_model(&f.input(), &limits(9, 10)).is_ok());
+    assert_eq!(
+        project_model(&f.input(), &limits(8, 10)),
+        Err(TooLarge::Nodes(8))
+    );
+    assert_eq!(
+        project_model(&f.input(), &limits(9, 9)),
+        Err(TooLarge::Edges(9))
+    );
+}
+
+#[test]
+fn a_source_label_exactly_at_the_limit_passes() {
+    let mut f = fixture(1, 0, 0);
+    // "hr.public." (10 bytes) + 4,086 bytes = 4,096.
+    f.associations[0].source.name = "ü".repeat(2043);
+    assert!(project_model(&f.input(), &Limits::default()).is_ok());
 }
 
 #[test]

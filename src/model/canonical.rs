@@ -236,6 +236,22 @@ mod tests {
             decide(&s0, "m1", &SemanticModelStatus::default()),
             Change::Replace(ReplaceReason::FirstAcceptance)
         );
+        // Half a record (a revision without its hash, or the reverse) was never an acceptance.
+        let no_hash = SemanticModelStatus {
+            definition_hash: None,
+            ..status.clone()
+        };
+        let no_revision = SemanticModelStatus {
+            revision: None,
+            ..status.clone()
+        };
+        for half in [no_hash, no_revision] {
+            assert_eq!(
+                decide(&s0, "m1", &half),
+                Change::Replace(ReplaceReason::FirstAcceptance),
+                "{half:?}"
+            );
+        }
     }
 
     #[test]

@@ -120,6 +120,45 @@ mod tests {
         );
     }
 
+    #[test]
+    fn many_retired_at_once_drop_exactly_the_oldest() {
+        let old: Vec<RetiredMetric> = (0..RETIRED_LIMIT)
+            .map(|i| RetiredMetric {
+                name: format!("old{i}"),
+                id: format!("old-id{i}"),
+                retired_in_revision: 1,
+            })
+            .collect();
+        let live: Vec<MetricIdentity> = (0..5)
+            .map(|i| MetricIdentity {
+                name: format!("m{i}"),
+                id: format!("id{i}"),
+            })
+            .collect();
+        let (_, retired) = reconcile_metric_ids(&live, &old, &[], 2, counter());
+        assert_eq!(retired.len(), RETIRED_LIMIT);
+        assert_eq!(
+            retired[0].name, "old5",
+            "the five oldest went, no more, no fewer"
+        );
+        assert_eq!(retired.last().unwrap().name, "m4");
+    }
+
+    #[test]
+    fn minted_ids_are_fresh_uuid_v7() {
+        let (a, b) = (mint_metric_id(), mint_metric_id());
+        assert_ne!(a, b);
+        for id in [a, b] {
+            let parsed = uuid::Uuid::parse_str(&id).unwrap();
+            assert_eq!(parsed.get_version_num(), 7, "{id}");
+            assert_eq!(
+                parsed.to_string(),
+                id,
+                "canonical lower-case hyphenated form"
+            );
+        }
+    }
+
     proptest! {
         /// Over any sequence of accepted name sets: no id is ever minted twice, a name present
         /// in consecutive revisions keeps its id, and a name absent in between gets a new id.

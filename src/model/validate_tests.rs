@@ -520,4 +520,28 @@ fn a_summary_lists_the_first_problems_then_a_count() {
         summarize(&problems),
         "p0: m; p1: m; p2: m; p3: m; p4: m; and 2 more"
     );
+    // Exactly five are all shown, with no "and 0 more".
+    assert_eq!(
+        summarize(&problems[..5]),
+        "p0: m; p1: m; p2: m; p3: m; p4: m"
+    );
+}
+
+#[test]
+fn a_name_of_exactly_the_longest_length_is_valid_and_one_more_character_is_not() {
+    // Characters, not bytes: "é" is two bytes.
+    for (len, valid) in [(MAX_NAME_LEN, true), (MAX_NAME_LEN + 1, false)] {
+        let mut value = employee_model();
+        set(
+            &mut value,
+            "/definition/metrics/0/name",
+            json!("é".repeat(len)),
+        );
+        let problems = problems_of(&value);
+        assert_eq!(problems.is_empty(), valid, "{len}: {problems:#?}");
+        if !valid {
+            assert_eq!(problems[0].reason, Reason::InvalidName);
+            assert_eq!(problems[0].path, "spec.definition.metrics[0].name");
+        }
+    }
 }

@@ -72,8 +72,21 @@ mod tests {
             ("500ms", 0.5),
             ("0", 0.0),
             ("2m3s", 123.0),
+            ("+2s", 2.0),
         ] {
             assert_eq!(parse(s).unwrap().as_secs_f64(), secs, "{s}");
+        }
+        // Every unit Go knows, down to the nanosecond.
+        for (s, d) in [
+            ("1500ns", Duration::from_nanos(1500)),
+            ("7us", Duration::from_micros(7)),
+            ("7µs", Duration::from_micros(7)),
+            ("7μs", Duration::from_micros(7)),
+            ("1s250ms", Duration::from_millis(1250)),
+        ] {
+            let got = parse(s).unwrap();
+            let off = got.abs_diff(d);
+            assert!(off <= Duration::from_nanos(1), "{s}: {got:?}");
         }
     }
 

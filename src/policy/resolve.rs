@@ -347,6 +347,8 @@ mod tests {
         }];
         let o = overlaps(&free, &policies);
         assert_eq!(o.keys().cloned().collect::<Vec<_>>(), vec!["a", "b"]);
+        assert_eq!(o["a"].0, BTreeSet::from(["b".to_string()]), "never itself");
+        assert_eq!(o["b"].0, BTreeSet::from(["a".to_string()]));
         assert!(o["a"].1.contains("\"y\""));
     }
 

@@ -145,6 +145,16 @@ mod tests {
     };
 
     #[test]
+    fn triggers_are_echoed_as_status_shows_them() {
+        assert_eq!(Trigger::Periodic.to_string(), "periodic");
+        assert_eq!(
+            Trigger::Annotation("t1".into()).to_string(),
+            "annotation:t1"
+        );
+        assert_eq!(Trigger::Api.to_string(), "api");
+    }
+
+    #[test]
     fn next_visit_table() {
         let now = at(100_000);
         let off = Periodic {
