@@ -83,6 +83,25 @@ mod tests {
     }
 
     #[test]
+    fn exists_matches_any_value_and_takes_no_values() {
+        let sel = LabelSelector {
+            match_labels: None,
+            match_expressions: Some(vec![expr("team", "Exists", &[])]),
+        };
+        assert!(matches(&sel, &labels(&[("team", "")])));
+        assert!(!matches(&sel, &labels(&[("tier", "prod")])));
+        for op in ["Exists", "DoesNotExist"] {
+            let with_values = LabelSelector {
+                match_labels: None,
+                match_expressions: Some(vec![expr("team", op, &["hr"])]),
+            };
+            let err = check(&with_values).unwrap_err();
+            assert!(err.contains("takes no values"), "{err}");
+            assert!(!matches(&with_values, &labels(&[("team", "hr")])));
+        }
+    }
+
+    #[test]
     fn match_labels_and_expressions_follow_the_api_semantics() {
         let sel = LabelSelector {
             match_labels: Some(labels(&[("tier", "prod")])),

@@ -183,6 +183,29 @@ mod tests {
         );
         assert_eq!(none.policy_label(), "operator defaults");
 
+        // removeAfter: as written, and at least one miss even if an older CRD let 0 through.
+        let patient = policy(
+            "patient",
+            "{mode: AutoRemove, interval: 30m, removeAfter: {misses: 3, grace: 90s}}",
+        );
+        let zero = policy(
+            "zero",
+            "{mode: AutoRemove, interval: 30m, removeAfter: {misses: 0, grace: 0s}}",
+        );
+        for (p, want) in [
+            (patient, (3, Duration::from_secs(90))),
+            (zero, (1, Duration::ZERO)),
+        ] {
+            let s = round_settings(
+                &catalog(
+                    "provider: postgresql\nconnection: {host: h, port: 1, credentialsSecretRef: {name: s}}",
+                ),
+                &[p],
+                &OperatorDefaults::default(),
+            );
+            assert_eq!(s.remove_after, want);
+        }
+
         // A reference to a missing policy never falls back to another one that might remove.
         let auto = policy("auto", "{mode: AutoRemove}");
         let dangling = round_settings(

@@ -45,4 +45,13 @@ mod tests {
         assert!(problems[1].starts_with("spec.probe.timeout"));
         assert!(problems[2].starts_with("spec.catalogSelector.matchExpressions[0]"));
     }
+
+    #[test]
+    fn the_shortest_interval_is_exactly_one_minute() {
+        for (interval, ok) in [("1m", true), ("59s", false), ("60s", true)] {
+            let p: ReconcilePolicySpec =
+                serde_yaml::from_str(&format!("interval: {interval}")).unwrap();
+            assert_eq!(spec_problems(&p).is_empty(), ok, "{interval}");
+        }
+    }
 }
