@@ -625,24 +625,19 @@ impl Operator {
     /// Sum of a metric's samples whose line contains every `filter` string (0 when it has no
     /// sample yet). Panics when /metrics cannot be scraped, so `== 0.0` never passes vacuously.
     pub fn metric(&self, name: &str, filters: &[&str]) -> f64 {
-        let text = self
-            .http_get("/metrics")
-            .unwrap_or_else(|| panic!("cannot scrape /metrics of the operator ({:?})", self.log));
-        text.lines()
-            .filter(|l| {
-                l.starts_with(name)
-                    && (l.as_bytes().get(name.len()) == Some(&b'{')
-                        || l.as_bytes().get(name.len()) == Some(&b' '))
-            })
-            .filter(|l| filters.iter().all(|f| l.contains(f)))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
+        sum_samples(&self.scrape(), name, filters)
+    }
+
+    fn scrape(&self) -> String {
+        self.http_get("/metrics")
+            .unwrap_or_else(|| panic!("cannot scrape /metrics of the operator ({:?})", self.log))
     }
 
     /// Write requests (POST, PUT, PATCH, DELETE; any answer, conflicts included) this operator
     /// sent, from its own `rest_client_requests_total`, matching `filters`. Reviews (TokenReview,
-    /// SubjectAccessReview) are POSTs that store nothing and are left out.
+    /// SubjectAccessReview) are POSTs that store nothing and are left out. One scrape.
     pub fn write_requests(&self, filters: &[&str]) -> f64 {
+        let text = self.scrape();
         let sum = |extra: Option<&str>| -> f64 {
             ["POST", "PUT", "PATCH", "DELETE"]
                 .iter()
@@ -651,7 +646,7 @@ impl Operator {
                     let mut all = vec![method.as_str()];
                     all.extend_from_slice(filters);
                     all.extend(extra);
-                    self.metric("rest_client_requests_total", &all)
+                    sum_samples(&text, "rest_client_requests_total", &all)
                 })
                 .sum()
         };
@@ -698,6 +693,19 @@ impl Drop for Operator {
 fn is_zombie(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .is_ok_and(|s| s.split_whitespace().nth(2) == Some("Z"))
+}
+
+/// Sum of the samples of `name` in Prometheus text whose line contains every `filter`.
+fn sum_samples(text: &str, name: &str, filters: &[&str]) -> f64 {
+    text.lines()
+        .filter(|l| {
+            l.starts_with(name)
+                && (l.as_bytes().get(name.len()) == Some(&b'{')
+                    || l.as_bytes().get(name.len()) == Some(&b' '))
+        })
+        .filter(|l| filters.iter().all(|f| l.contains(f)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }
 
 /// Polls `f` until it returns Some or `timeout` passes (then panics naming `what`).
