@@ -8,18 +8,38 @@ use serde::Serialize;
 use super::round::Observation;
 use crate::catalog::observe::{Observations, Target};
 use crate::catalog::{Probe, ProbeTarget};
-use crate::crd::catalog::{Registration, RegistrationState, RegistrationStatus};
+use crate::crd::catalog::{Provider, Registration, RegistrationState, RegistrationStatus};
 use crate::crd::conditions::{ConditionType, Desired, Reason, Status};
 use crate::crd::policy::RegistrationKind;
 
-/// The probe target of a declared registration; `None` for kinds no provider serves yet (Topic).
-pub fn registration_target(r: &Registration) -> Option<ProbeTarget> {
+/// The probe target of a declared registration in a catalog of `provider`; `None` for kinds
+/// that provider does not hold (topics in SQL systems, tables and views in Kafka) and for
+/// managed catalogs. Kafka topics are relations of its one schema, `default`.
+pub fn registration_target(provider: Provider, r: &Registration) -> Option<ProbeTarget> {
+    use RegistrationKind::*;
+    let sql = matches!(provider, Provider::Postgresql | Provider::Mysql);
+    let kafka = provider == Provider::Kafka;
     match (r.kind, &r.schema) {
-        (RegistrationKind::Schema, _) => Some(ProbeTarget::schema(&r.name)),
-        (RegistrationKind::Table | RegistrationKind::View, Some(schema)) => {
-            Some(ProbeTarget::relation(schema, &r.name))
-        }
+        (Schema, _) if sql || kafka => Some(ProbeTarget::schema(&r.name)),
+        (Table | View, Some(schema)) if sql => Some(ProbeTarget::relation(schema, &r.name)),
+        (Topic, Some(schema)) if kafka => Some(ProbeTarget::relation(schema, &r.name)),
         _ => None,
+    }
+}
+
+/// Why a catalog of `provider` cannot hold a registration of `kind`.
+fn foreign_kind(provider: Provider, kind: RegistrationKind) -> String {
+    match provider {
+        Provider::Kafka => format!(
+            "a kafka catalog holds topics (and the schema \"default\"), not a {kind:?}; register it as kind Topic, or in a postgresql or mysql catalog"
+        ),
+        _ => format!(
+            "a {} catalog holds schemas, tables and views, not a {kind:?}; register topics in a kafka catalog",
+            serde_json::to_value(provider)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default()
+        ),
     }
 }
 
@@ -71,6 +91,7 @@ pub struct RoundPlan {
 /// Plans a round over the aligned registrations and the model-bound sources `(target, id)`;
 /// `invalid_reason` is the provider's judgement of a name.
 pub fn plan(
+    provider: Provider,
     spec: &[Registration],
     aligned: &[RegistrationStatus],
     kinds: &[RegistrationKind],
@@ -84,7 +105,8 @@ pub fn plan(
         if !kinds.contains(&r.kind) {
             continue;
         }
-        let Some(t) = registration_target(r) else {
+        let Some(t) = registration_target(provider, r) else {
+            invalid.push((i, foreign_kind(provider, r.kind)));
             continue;
         };
         if let Some(why) = invalid_reason(&t) {
@@ -126,11 +148,15 @@ pub fn without_ids(targets: &[Target]) -> Vec<Target> {
 /// The classification input of one registration from what the catalog answered; `None` when
 /// its target was not probed.
 pub fn observation_of(
+    provider: Provider,
     seen: &Observations,
     r: &Registration,
     s: &RegistrationStatus,
 ) -> Option<Observation> {
-    let by_name = seen.by_name.get(&registration_target(r)?)?.clone();
+    let by_name = seen
+        .by_name
+        .get(&registration_target(provider, r)?)?
+        .clone();
     let by_id = match (&by_name, &s.id) {
         (Probe::Absent, Some(id)) => seen.by_id.get(id).cloned().flatten(),
         _ => None,
@@ -374,17 +400,14 @@ mod tests {
             (ProbeTarget::relation("sales", "orders"), "pg:2".into()),
         ];
         let p = plan(
+            Provider::Postgresql,
             &spec,
             &aligned,
-            &[RegistrationKind::Table, RegistrationKind::Topic],
+            &[RegistrationKind::Table],
             &sources,
             &|_| None,
         );
-        assert_eq!(
-            p.checked,
-            vec![1],
-            "Schema/View not in kinds; Topic not probeable"
-        );
+        assert_eq!(p.checked, vec![1], "Schema/View/Topic not in kinds");
         assert_eq!(p.invalid, vec![]);
         assert_eq!(
             p.targets,
@@ -418,7 +441,14 @@ mod tests {
             ProbeTarget::Relation { name, .. } if name.len() > 63 => Some("too long".to_string()),
             _ => None,
         };
-        let p = plan(&spec, &aligned, &[RegistrationKind::Table], &[], &too_long);
+        let p = plan(
+            Provider::Postgresql,
+            &spec,
+            &aligned,
+            &[RegistrationKind::Table],
+            &[],
+            &too_long,
+        );
         assert_eq!(p.invalid, vec![(40, "too long".to_string())]);
         assert_eq!(p.checked.len(), 100);
         assert!(!p.checked.contains(&40));
@@ -438,9 +468,13 @@ mod tests {
             object_type: ObjectType::Table,
         };
         o.by_id.insert("old".into(), Some(moved.clone()));
-        let obs = observation_of(&o, &spec[1], &s[1]).unwrap();
+        let obs = observation_of(Provider::Postgresql, &o, &spec[1], &s[1]).unwrap();
         assert_eq!(obs.by_id, Some(moved));
-        assert_eq!(observation_of(&o, &spec[0], &s[0]), None, "not probed");
+        assert_eq!(
+            observation_of(Provider::Postgresql, &o, &spec[0], &s[0]),
+            None,
+            "not probed"
+        );
     }
 
     #[test]
@@ -485,6 +519,122 @@ mod tests {
         assert!(
             c.message
                 .contains("spec.registrations[1] (Table public.employees)"),
+            "{}",
+            c.message
+        );
+    }
+
+    #[test]
+    fn each_provider_probes_only_the_kinds_it_holds() {
+        use Provider::*;
+        use RegistrationKind::*;
+        let schema = reg(Schema, None, "public");
+        let table = reg(Table, Some("public"), "t");
+        let view = reg(View, Some("public"), "v");
+        let topic = reg(Topic, Some("default"), "events");
+        let rel = |s: &str, n: &str| Some(ProbeTarget::relation(s, n));
+        let cases = [
+            (Postgresql, &schema, Some(ProbeTarget::schema("public"))),
+            (Postgresql, &table, rel("public", "t")),
+            (Postgresql, &view, rel("public", "v")),
+            (Postgresql, &topic, None),
+            (Mysql, &table, rel("public", "t")),
+            (Mysql, &topic, None),
+            (Kafka, &schema, Some(ProbeTarget::schema("public"))),
+            (Kafka, &topic, rel("default", "events")),
+            (Kafka, &table, None),
+            (Kafka, &view, None),
+            (Managed, &schema, None),
+            (Managed, &table, None),
+        ];
+        for (provider, r, target) in cases {
+            assert_eq!(
+                registration_target(provider, r),
+                target,
+                "{provider:?} {r:?}"
+            );
+        }
+        assert_eq!(
+            registration_target(Postgresql, &reg(Table, None, "t")),
+            None
+        );
+    }
+
+    #[test]
+    fn kinds_a_provider_does_not_hold_are_invalid_with_where_they_belong() {
+        use RegistrationKind::*;
+        let spec = spec();
+        let aligned = align(&spec, &[]);
+        let all = [Schema, Table, View, Topic];
+        let sql = plan(Provider::Postgresql, &spec, &aligned, &all, &[], &|_| None);
+        assert_eq!(sql.checked, vec![0, 1, 2]);
+        assert_eq!(sql.invalid.len(), 1);
+        assert_eq!(sql.invalid[0].0, 3);
+        assert!(
+            sql.invalid[0].1.contains("kafka catalog"),
+            "{}",
+            sql.invalid[0].1
+        );
+        let kafka = plan(Provider::Kafka, &spec, &aligned, &all, &[], &|_| None);
+        assert_eq!(kafka.checked, vec![0, 3]);
+        assert_eq!(
+            kafka.invalid.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+            vec![1, 2]
+        );
+        assert!(
+            kafka.invalid[0].1.contains("register it as kind Topic"),
+            "{}",
+            kafka.invalid[0].1
+        );
+    }
+
+    #[test]
+    fn targets_from_another_server_keep_their_names_and_lose_their_ids() {
+        let targets = vec![
+            Target {
+                target: ProbeTarget::schema("public"),
+                ids: vec!["pg:1".into()],
+            },
+            Target {
+                target: ProbeTarget::relation("public", "t"),
+                ids: vec!["pg:2".into(), "pg:3".into()],
+            },
+        ];
+        let bare = without_ids(&targets);
+        assert_eq!(
+            bare.iter().map(|t| &t.target).collect::<Vec<_>>(),
+            targets.iter().map(|t| &t.target).collect::<Vec<_>>()
+        );
+        assert!(bare.iter().all(|t| t.ids.is_empty()));
+    }
+
+    #[test]
+    fn long_lists_show_five_entries_and_count_the_rest() {
+        let entries = |n: usize| (0..n).map(|i| format!("e{i}")).collect::<Vec<_>>();
+        let cases = [
+            (0, ""),
+            (5, "e0, e1, e2, e3, e4"),
+            (6, "e0, e1, e2, e3, e4 and 1 more"),
+            (12, "e0, e1, e2, e3, e4 and 7 more"),
+        ];
+        for (n, text) in cases {
+            assert_eq!(listed(&entries(n)), text, "{n} entries");
+        }
+    }
+
+    #[test]
+    fn a_renamed_entry_names_its_new_name() {
+        let spec = spec();
+        let mut a = align(&spec, &[]);
+        for s in a.iter_mut() {
+            s.state = RegistrationState::Live;
+        }
+        a[1].state = RegistrationState::Renamed;
+        a[1].renamed_to = Some("public.staff".into());
+        let c = registrations_condition(&a);
+        assert!(
+            c.message
+                .contains("spec.registrations[1] (Table public.employees, now public.staff)"),
             "{}",
             c.message
         );

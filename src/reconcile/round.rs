@@ -386,6 +386,62 @@ mod tests {
     }
 
     #[test]
+    fn a_rename_is_announced_once_per_new_name() {
+        use RegistrationState::*;
+        let renamed_to = |to: Option<&str>| {
+            let mut r = reg(
+                "orders",
+                Some("4"),
+                if to.is_some() { Renamed } else { Live },
+            );
+            r.renamed_to = to.map(str::to_string);
+            r
+        };
+        // (recorded renamed_to, where the id lives now, announced?)
+        let cases = [
+            (None, "orders_v2", true),
+            (Some("public.orders_v2"), "orders_v2", false),
+            (Some("public.orders_v2"), "orders_v3", true),
+        ];
+        for (before, now_at, announced) in cases {
+            let out = classify(
+                &[renamed_to(before)],
+                &[absent(Some(now_at))],
+                &rules(PolicyMode::ReportOnly, RemovalRule::immediate(1)),
+                &now(),
+            );
+            let expected = format!("public.{now_at}");
+            assert_eq!(out.states[0].renamed_to.as_deref(), Some(expected.as_str()));
+            assert_eq!(
+                out.transitions
+                    == vec![Transition::Renamed {
+                        index: 0,
+                        to: expected.clone()
+                    }],
+                announced,
+                "{before:?} -> {now_at}: {:?}",
+                out.transitions
+            );
+        }
+    }
+
+    #[test]
+    fn every_transition_names_its_registration() {
+        let cases = [
+            Transition::BecameStale { index: 3 },
+            Transition::Renamed {
+                index: 5,
+                to: "x".into(),
+            },
+            Transition::Replaced { index: 7 },
+            Transition::Removed { index: 11 },
+            Transition::Reappeared { index: 13 },
+        ];
+        let indices: Vec<usize> = cases.iter().map(Transition::index).collect();
+        assert_eq!(indices, vec![3, 5, 7, 11, 13]);
+    }
+
+    #[test]
     fn auto_remove_takes_only_stale_entries_capped_in_spec_order_and_never_renamed_ones() {
         let previous: Vec<_> = (0..200)
             .map(|i| {

@@ -220,7 +220,10 @@ pub fn connected(cat: &Catalog) -> Desired {
         .spec
         .connection
         .as_ref()
-        .map(|c| format!("{}:{}", c.host, c.port))
+        .map(|c| match (&c.host, c.port) {
+            (Some(host), Some(port)) => format!("{host}:{port}"),
+            _ => c.bootstrap_servers.join(","),
+        })
         .unwrap_or_default();
     let mode = cat.spec.connection.as_ref().and_then(|c| c.ssl_mode);
     match mode {
@@ -264,7 +267,7 @@ pub fn unreachable(reason: Reason, message: impl Into<String>) -> Desired {
 mod tests {
     use super::*;
     use crate::crd::CatalogSpec;
-    use crate::crd::catalog::PolicySource;
+    use crate::crd::catalog::{LastCheck, PolicySource};
 
     fn catalog(yaml: &str) -> Catalog {
         let spec: CatalogSpec = serde_yaml::from_str(yaml).unwrap();
@@ -388,6 +391,180 @@ mod tests {
                 .reason,
             "AuthFailed"
         );
+    }
+
+    const POSTGRES: &str = "provider: postgresql\nconnection: {host: db, port: 5432, credentialsSecretRef: {name: s}}\nregistrations: [{kind: Schema, name: a}, {kind: Schema, name: b}]";
+
+    fn state_of(name: &str, state: RegistrationState) -> RegistrationStatus {
+        RegistrationStatus {
+            state,
+            ..plan::align(
+                &[crate::crd::catalog::Registration {
+                    kind: crate::crd::policy::RegistrationKind::Schema,
+                    schema: None,
+                    name: name.into(),
+                    owner: None,
+                    tags: vec![],
+                    properties: Default::default(),
+                }],
+                &[],
+            )[0]
+            .clone()
+        }
+    }
+
+    fn current(s: &CatalogStatus) -> (String, String) {
+        let c = conditions::find(&s.conditions, ConditionType::RegistrationsCurrent).unwrap();
+        (c.reason.clone(), c.message.clone())
+    }
+
+    #[test]
+    fn only_a_managed_catalog_drops_registration_states_and_reports_managed() {
+        let recorded = CatalogStatus {
+            observed_generation: Some(1),
+            registrations: vec![
+                state_of("a", RegistrationState::Stale),
+                state_of("b", RegistrationState::Live),
+            ],
+            stale_count: Some(1),
+            ..Default::default()
+        };
+        // (provider yaml, registrations kept, stale count, RegistrationsCurrent reason)
+        let cases = [
+            (POSTGRES.to_string(), 2, Some(1), "StaleRegistrations"),
+            (
+                "provider: managed\nregistrations: [{kind: Schema, name: a}, {kind: Schema, name: b}]"
+                    .to_string(),
+                0,
+                None,
+                "Managed",
+            ),
+        ];
+        for (yaml, kept, stale, reason) in cases {
+            let mut c = catalog(&yaml);
+            c.status = Some(recorded.clone());
+            let s = desired_status(&c, &[], &OperatorDefaults::default(), connected(&c), &now());
+            assert_eq!(s.observed_generation, Some(4), "{yaml}");
+            assert_eq!(s.registrations.len(), kept, "{yaml}");
+            assert_eq!(s.stale_count, stale, "{yaml}");
+            assert_eq!(current(&s).0, reason, "{yaml}");
+            assert!(s.effective_policy.is_some() && s.registration_count == Some(2));
+        }
+    }
+
+    #[test]
+    fn new_registrations_show_as_pending_at_once() {
+        let c = catalog(POSTGRES);
+        let s = desired_status(&c, &[], &OperatorDefaults::default(), connected(&c), &now());
+        assert_eq!(
+            s.registrations
+                .iter()
+                .map(|r| (r.name.as_str(), r.state))
+                .collect::<Vec<_>>(),
+            vec![
+                ("a", RegistrationState::Pending),
+                ("b", RegistrationState::Pending)
+            ]
+        );
+        assert_eq!(s.stale_count, Some(0));
+        assert_eq!(current(&s).0, "NotChecked");
+        assert_eq!(
+            conditions::find(&s.conditions, ConditionType::Ready)
+                .unwrap()
+                .message,
+            "effective policy: operator defaults (ReportOnly, every 1h, disabled)"
+        );
+    }
+
+    #[test]
+    fn states_count_only_stale_entries_and_a_changed_server_overrides_the_condition() {
+        use RegistrationState::*;
+        let states = vec![
+            state_of("a", Stale),
+            state_of("b", Live),
+            state_of("c", Stale),
+            state_of("d", Renamed),
+        ];
+        let check = |result| LastCheck {
+            started_at: now(),
+            finished_at: Some(now()),
+            trigger: "periodic".into(),
+            result,
+            server: Some("pg@other/db".into()),
+            probed: 4,
+            stale: 2,
+            renamed: 1,
+            removed: 0,
+        };
+        // (last round's result, RegistrationsCurrent reason)
+        let cases = [
+            (None, "StaleRegistrations"),
+            (Some(CheckResult::Completed), "StaleRegistrations"),
+            (Some(CheckResult::CatalogChanged), "CatalogChanged"),
+        ];
+        for (result, reason) in cases {
+            let base = CatalogStatus {
+                server: Some("pg@first/db".into()),
+                last_check: result.map(check),
+                conditions: vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+                    type_: "Ready".into(),
+                    status: "True".into(),
+                    reason: "Configured".into(),
+                    message: String::new(),
+                    observed_generation: Some(4),
+                    last_transition_time: now(),
+                }],
+                ..Default::default()
+            };
+            let s = with_states(base, states.clone(), Some(4), &now());
+            assert_eq!(s.stale_count, Some(2), "{result:?}");
+            assert_eq!(s.registrations, states, "{result:?}");
+            assert!(
+                conditions::find(&s.conditions, ConditionType::Ready).is_some(),
+                "other conditions are kept"
+            );
+            let (got, message) = current(&s);
+            assert_eq!(got, reason, "{result:?}");
+            if result == Some(CheckResult::CatalogChanged) {
+                assert!(
+                    message.contains("answers as pg@other/db")
+                        && message.contains("recorded on pg@first/db"),
+                    "{message}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn cleartext_capable_ssl_modes_are_reported_as_insecure() {
+        let cases = [
+            (None, "Connected"),
+            (Some("disable"), "InsecureTransport"),
+            (Some("prefer"), "InsecureTransport"),
+            (Some("require"), "Connected"),
+            (Some("verify-ca"), "Connected"),
+            (Some("verify-full"), "Connected"),
+        ];
+        for (mode, reason) in cases {
+            let extra = mode.map(|m| format!(", sslMode: {m}")).unwrap_or_default();
+            let c = catalog(&format!(
+                "provider: postgresql\nconnection: {{host: db, port: 5432, credentialsSecretRef: {{name: s}}{extra}}}"
+            ));
+            let verdict = connected(&c);
+            assert_eq!(verdict.reason.as_str(), reason, "{mode:?}");
+            assert!(
+                verdict.message.starts_with("connected to db:5432"),
+                "{}",
+                verdict.message
+            );
+            if let Some(m) = mode.filter(|_| reason == "InsecureTransport") {
+                assert!(
+                    verdict.message.contains(&format!("sslMode {m}")),
+                    "{}",
+                    verdict.message
+                );
+            }
+        }
     }
 
     #[test]
