@@ -1,19 +1,35 @@
-//! Probe benchmark (not a test): 10,000 names against a local PostgreSQL, batched vs one by one.
-//! Run: `cargo bench --bench probe` — starts its own PostgreSQL through hack/postgres and prints
-//! a Markdown table for BENCHMARKS.md.
+//! Probe benchmark (not a test): 10,000 names against a local PostgreSQL and 10,000 topic names
+//! against a local Kafka broker, batched vs one by one. Run: `cargo bench --bench probe` — starts
+//! its own PostgreSQL (hack/postgres) and Kafka (hack/kafka) and prints Markdown tables for
+//! BENCHMARKS.md. `SEMOPS_BENCH_PROVIDERS=kafka` runs one of them.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use semops::catalog::kafka::KafkaProvider;
 use semops::catalog::postgres::PostgresProvider;
+use semops::catalog::registry::split_host_port;
 use semops::catalog::{CatalogProvider, ConnectionSettings, Credentials, Probe, ProbeTarget};
-use semops::crd::catalog::SslMode;
+use semops::crd::catalog::{SaslMechanism, SslMode};
 
 const NAMES: usize = 10_000;
 const TABLES: usize = 5_000; // half the names exist, half do not
+/// Topics that exist among the 10,000 names (a single local broker holds 1,000 partitions
+/// comfortably; the other names are absent).
+const TOPICS: usize = 1_000;
 
 fn main() {
+    let wanted = std::env::var("SEMOPS_BENCH_PROVIDERS").unwrap_or("postgres,kafka".into());
+    if wanted.contains("postgres") {
+        postgres();
+    }
+    if wanted.contains("kafka") {
+        kafka();
+    }
+}
+
+fn postgres() {
     let root = env!("CARGO_MANIFEST_DIR");
     let dir = format!("{root}/target/bench-postgres");
     let _ = Command::new(format!("{root}/hack/postgres"))
@@ -60,9 +76,12 @@ fn main() {
     let settings = ConnectionSettings {
         host: "127.0.0.1".into(),
         port,
+        bootstrap: vec![],
+        sasl: None,
         database: Some("postgres".into()),
         ssl_mode: SslMode::Disable,
         ca_pem: None,
+        client_certificate: None,
         credentials: Credentials::new("postgres", "postgres"),
         connect_timeout: Duration::from_secs(5),
         statement_timeout: Duration::from_secs(30),
@@ -78,46 +97,121 @@ fn main() {
     rt.block_on(async {
         let provider = PostgresProvider::new(settings).unwrap();
         provider.check_connection().await.unwrap();
-        let mut rows = Vec::new();
-        for (label, batch, concurrency) in [
-            ("one by one (batch 1, sequential)", 1, 1),
-            ("batch 200, sequential", 200, 1),
-            ("batch 200, concurrency 4 (policy default)", 200, 4),
-            ("batch 1000, concurrency 4", 1000, 4),
-        ] {
-            let mut best = Duration::MAX;
-            for _ in 0..3 {
-                let started = Instant::now();
-                let answers: Vec<Vec<Probe>> = futures::stream::iter(targets.chunks(batch))
-                    .map(|chunk| provider.probe(chunk))
-                    .buffered(concurrency)
-                    .map(|r| r.expect("probe"))
-                    .collect()
-                    .await;
-                let elapsed = started.elapsed();
-                let present = answers
-                    .iter()
-                    .flatten()
-                    .filter(|a| matches!(a, Probe::Present { .. }))
-                    .count();
-                assert_eq!(present, TABLES, "every existing table answered Present");
-                best = best.min(elapsed);
-            }
-            rows.push((label, best));
-        }
-        let baseline = rows[0].1;
-        println!("| mode | best of 3 (10,000 names) | names/s | speedup vs one by one |");
-        println!("| --- | --- | --- | --- |");
-        for (label, t) in rows {
-            println!(
-                "| {label} | {:.1} ms | {:.0} | {:.1}x |",
-                t.as_secs_f64() * 1e3,
-                NAMES as f64 / t.as_secs_f64(),
-                baseline.as_secs_f64() / t.as_secs_f64()
-            );
-        }
+        println!("PostgreSQL 15, {NAMES} names ({TABLES} exist):\n");
+        measure(&provider, &targets, TABLES).await;
     });
     let _ = Command::new(format!("{root}/hack/postgres"))
         .args(["down", &dir])
         .status();
+}
+
+fn kafka() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let dir = format!("{root}/target/bench-kafka");
+    let _ = Command::new(format!("{root}/hack/kafka"))
+        .args(["down", &dir])
+        .status();
+    let out = Command::new(format!("{root}/hack/kafka"))
+        .args(["up", &dir, "--owner-pid", &std::process::id().to_string()])
+        .output()
+        .expect("hack/kafka runs");
+    assert!(out.status.success(), "hack/kafka up failed");
+    let topics: Vec<String> = (0..TOPICS).map(|i| format!("t{i}")).collect();
+    for chunk in topics.chunks(250) {
+        let status = Command::new(format!("{root}/hack/kafka"))
+            .args(["admin", &dir, "create"])
+            .args(chunk)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "creating topics");
+    }
+    let env = std::fs::read_to_string(format!("{dir}/env")).unwrap();
+    let server = env
+        .lines()
+        .find_map(|l| l.strip_prefix("KAFKA_SASL_PLAINTEXT="))
+        .unwrap();
+    let (host, port) = split_host_port(server).unwrap();
+    let settings = ConnectionSettings {
+        host: host.clone(),
+        port,
+        bootstrap: vec![(host, port)],
+        sasl: Some(SaslMechanism::ScramSha256),
+        database: None,
+        ssl_mode: SslMode::Disable,
+        ca_pem: None,
+        client_certificate: None,
+        credentials: Credentials::new("alice", "alice-secret"),
+        connect_timeout: Duration::from_secs(5),
+        statement_timeout: Duration::from_secs(30),
+        max_connections: 4,
+    };
+    let targets: Vec<ProbeTarget> = (0..NAMES)
+        .map(|i| ProbeTarget::relation("default", format!("t{i}")))
+        .collect();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let provider = KafkaProvider::new(settings).unwrap();
+        provider.check_connection().await.unwrap();
+        println!("\nKafka 4.4 (SASL SCRAM-SHA-256), {NAMES} topic names ({TOPICS} exist):\n");
+        measure(&provider, &targets, TOPICS).await;
+    });
+    let _ = Command::new(format!("{root}/hack/kafka"))
+        .args(["down", &dir])
+        .status();
+}
+
+/// Best of three for each batching mode; every answer checked against what exists.
+async fn measure(provider: &impl CatalogProvider, targets: &[ProbeTarget], existing: usize) {
+    let mut rows = Vec::new();
+    for (label, batch, concurrency) in [
+        ("one by one (batch 1, sequential)", 1, 1),
+        ("batch 200, sequential", 200, 1),
+        ("batch 200, concurrency 4 (policy default)", 200, 4),
+        ("batch 1000, concurrency 4", 1000, 4),
+    ] {
+        let mut best = Duration::MAX;
+        for _ in 0..3 {
+            let started = Instant::now();
+            let answers: Vec<Vec<Probe>> = futures::stream::iter(targets.chunks(batch))
+                .map(|chunk| provider.probe(chunk))
+                .buffered(concurrency)
+                .map(|r| r.expect("probe"))
+                .collect()
+                .await;
+            let elapsed = started.elapsed();
+            let present: Vec<bool> = answers
+                .iter()
+                .flatten()
+                .map(|a| matches!(a, Probe::Present { .. }))
+                .collect();
+            assert_eq!(present.len(), targets.len());
+            assert!(
+                present
+                    .iter()
+                    .enumerate()
+                    .all(|(i, p)| *p == (i < existing)),
+                "exactly the first {existing} names answered Present"
+            );
+            best = best.min(elapsed);
+        }
+        rows.push((label, best));
+    }
+    let baseline = rows[0].1;
+    println!(
+        "| mode | best of 3 ({} names) | names/s | speedup vs one by one |",
+        targets.len()
+    );
+    println!("| --- | --- | --- | --- |");
+    for (label, t) in rows {
+        println!(
+            "| {label} | {:.1} ms | {:.0} | {:.1}x |",
+            t.as_secs_f64() * 1e3,
+            targets.len() as f64 / t.as_secs_f64(),
+            baseline.as_secs_f64() / t.as_secs_f64()
+        );
+    }
 }

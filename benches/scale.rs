@@ -550,7 +550,7 @@ async fn run_round(rows: &mut Vec<Row>) {
             .join(", ")
     };
     env.apply_ok(&format!(
-        "apiVersion: v1\nkind: Secret\nmetadata: {{name: wh-reader, namespace: {n}}}\nstringData: {{username: postgres, password: postgres}}\n---\n{}---\n{}",
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: wh-reader, namespace: {n}, labels: {{semops.io/catalog-credentials: \"true\"}}}}\nstringData: {{username: postgres, password: postgres}}\n---\n{}---\n{}",
         support::checks::catalog_yaml(&ns.name, "a", "hr", pg.port, &format!("[{}]", regs(0)), ""),
         support::checks::catalog_yaml(&ns.name, "b", "hr", pg.port, &format!("[{}]", regs(5000)), ""),
         n = ns.name

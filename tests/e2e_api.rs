@@ -137,7 +137,7 @@ fn the_seed_example_the_rbac_matrix_and_source_lifecycle_through_the_api() {
     // Errors: unsupported type, malformed name, missing object; fixed messages, no echo.
     let (status, body) = get(
         op.api_port,
-        &format!("/api/metalakes/{ns}/objects/topic/hr.public.employees/semantic-model-datasets"),
+        &format!("/api/metalakes/{ns}/objects/fileset/hr.public.employees/semantic-model-datasets"),
         Some(&full),
     );
     assert_eq!((status, body.contains("1006")), (400, true), "{body}");

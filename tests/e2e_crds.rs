@@ -13,6 +13,12 @@ fn model(ns: &str, name: &str, definition: &str) -> String {
 
 const DIALECT: &str = "{dialects: [{dialect: ANSI_SQL, expression: x}]}";
 
+fn catalog(ns: &str, name: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: semops.io/v1alpha1\nkind: Catalog\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {{{spec}}}\n"
+    )
+}
+
 #[test]
 fn the_api_server_rejects_contract_violations_with_the_field_named() {
     let env = env();
@@ -128,6 +134,60 @@ fn the_api_server_rejects_contract_violations_with_the_field_named() {
                 "apiVersion: semops.io/v1alpha1\nkind: Catalog\nmetadata: {{name: c4, namespace: {ns}}}\nspec: {{provider: managed, registrations: [{{kind: Table, schema: s, name: \"a\\tb\"}}]}}\n"
             ),
             "names must not contain control characters",
+        ),
+        (
+            "a kafka catalog with host and port",
+            catalog(
+                ns,
+                "k1",
+                "provider: kafka, connection: {host: broker, port: 9092}",
+            ),
+            "a kafka catalog names its brokers in spec.connection.bootstrapServers",
+        ),
+        (
+            "a bootstrap server without a port",
+            catalog(
+                ns,
+                "k2",
+                "provider: kafka, connection: {bootstrapServers: [broker]}",
+            ),
+            "every bootstrap server is host:port",
+        ),
+        (
+            "a postgresql catalog with bootstrap servers",
+            catalog(
+                ns,
+                "k3",
+                "provider: postgresql, connection: {host: db, port: 5432, bootstrapServers: [\"db:5432\"], credentialsSecretRef: {name: s}}",
+            ),
+            "bootstrapServers and sasl are for kafka",
+        ),
+        (
+            "sasl without a credentials Secret",
+            catalog(
+                ns,
+                "k4",
+                "provider: kafka, connection: {bootstrapServers: [\"b:9092\"], sasl: {mechanism: PLAIN}}",
+            ),
+            "spec.connection.sasl needs spec.connection.credentialsSecretRef",
+        ),
+        (
+            "an unknown SASL mechanism",
+            catalog(
+                ns,
+                "k5",
+                "provider: kafka, connection: {bootstrapServers: [\"b:9092\"], sasl: {mechanism: GSSAPI}, credentialsSecretRef: {name: s}}",
+            ),
+            "Unsupported value: \"GSSAPI\"",
+        ),
+        (
+            "a client certificate on a postgresql catalog",
+            catalog(
+                ns,
+                "k6",
+                "provider: postgresql, connection: {host: db, port: 5432, credentialsSecretRef: {name: s}, tls: {clientCertificateSecretRef: {name: c}}}",
+            ),
+            "clientCertificateSecretRef is for kafka catalogs",
         ),
         (
             "negative removal grace",

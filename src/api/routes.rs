@@ -237,6 +237,7 @@ pub(super) async fn resolve_source(
     let wanted = match object_type {
         "table" => ObjectType::Table,
         "view" => ObjectType::View,
+        "topic" => ObjectType::Topic,
         _ => return Err(error::UNSUPPORTED_TYPE),
     };
     let who = caller(state, headers).await?;

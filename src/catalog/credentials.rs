@@ -9,6 +9,32 @@ pub struct Credentials {
     password: String,
 }
 
+/// A client certificate chain and its private key, PEM, from a Secret. Debug never shows the key.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct ClientCertificate {
+    pub chain_pem: Vec<u8>,
+    key_pem: Vec<u8>,
+}
+
+impl ClientCertificate {
+    pub fn new(chain_pem: impl Into<Vec<u8>>, key_pem: impl Into<Vec<u8>>) -> Self {
+        Self {
+            chain_pem: chain_pem.into(),
+            key_pem: key_pem.into(),
+        }
+    }
+    /// The only way to read the private key; the call site is the TLS settings.
+    pub fn expose_key(&self) -> &[u8] {
+        &self.key_pem
+    }
+}
+
+impl fmt::Debug for ClientCertificate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ClientCertificate(<redacted>)")
+    }
+}
+
 impl Credentials {
     pub fn new(username: impl Into<String>, password: impl Into<String>) -> Self {
         Self {

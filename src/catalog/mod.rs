@@ -4,17 +4,19 @@
 
 pub mod credentials;
 pub mod egress;
+pub mod kafka;
 pub mod mysql;
 pub mod observe;
 mod pg_guard;
 pub mod postgres;
 pub mod registry;
 pub mod secrets;
+pub mod tls;
 
 use std::fmt;
 use std::time::Duration;
 
-pub use credentials::Credentials;
+pub use credentials::{ClientCertificate, Credentials};
 
 use crate::crd::conditions::Reason;
 
@@ -44,6 +46,7 @@ pub enum ObjectType {
     Schema,
     Table,
     View,
+    Topic,
 }
 
 impl ObjectType {
@@ -52,6 +55,7 @@ impl ObjectType {
             ObjectType::Schema => "SCHEMA",
             ObjectType::Table => "TABLE",
             ObjectType::View => "VIEW",
+            ObjectType::Topic => "TOPIC",
         }
     }
 }
@@ -117,12 +121,19 @@ impl ProviderError {
 /// Connection settings a provider needs, already resolved from the Catalog and its Secret.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ConnectionSettings {
+    /// The server (postgresql, mysql), or the first bootstrap server (kafka).
     pub host: String,
     pub port: u16,
+    /// Kafka: every bootstrap server, in the order tried (the first is `host:port`).
+    pub bootstrap: Vec<(String, u16)>,
+    /// Kafka: the SASL mechanism, when the brokers want SASL.
+    pub sasl: Option<crate::crd::catalog::SaslMechanism>,
     pub database: Option<String>,
     pub ssl_mode: crate::crd::catalog::SslMode,
     /// PEM CA certificates to trust instead of the public roots (`tls.caSecretRef`).
     pub ca_pem: Option<Vec<u8>>,
+    /// The client certificate for mutual TLS (`tls.clientCertificateSecretRef`; kafka).
+    pub client_certificate: Option<ClientCertificate>,
     pub credentials: Credentials,
     pub connect_timeout: Duration,
     pub statement_timeout: Duration,
@@ -134,9 +145,12 @@ impl fmt::Debug for ConnectionSettings {
         f.debug_struct("ConnectionSettings")
             .field("host", &self.host)
             .field("port", &self.port)
+            .field("bootstrap", &self.bootstrap)
+            .field("sasl", &self.sasl)
             .field("database", &self.database)
             .field("ssl_mode", &self.ssl_mode)
             .field("credentials", &self.credentials)
+            .field("client_certificate", &self.client_certificate.is_some())
             .finish_non_exhaustive()
     }
 }

@@ -7,17 +7,14 @@
 //! recreate allocates a new oid, and the system identifier + database oid keep ids distinct
 //! across servers and databases.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
 use tokio::sync::OnceCell;
 use tokio_postgres::error::SqlState;
 
 use super::pg_guard::{AuthGuard, GuardedTls, Refuse};
+use super::tls::tls_config;
 use super::{
     CatalogProvider, ConnectionSettings, Found, ObjectType, Probe, ProbeTarget, ProviderError,
     with_deadline,
@@ -63,6 +60,7 @@ impl PostgresProvider {
             tls: tokio_postgres_rustls::MakeRustlsConnect::new(tls_config(
                 settings.ssl_mode,
                 settings.ca_pem.as_deref(),
+                None,
             )?),
             refuse: refusals(settings.ssl_mode),
         };
@@ -451,123 +449,6 @@ fn guard_refusal(e: &tokio_postgres::Error) -> Option<String> {
         source = s.source();
     }
     None
-}
-
-/// rustls settings per sslMode: prefer/require encrypt without verifying (libpq semantics);
-/// verify-ca verifies the chain to the trusted roots (the Catalog's CA bundle, or the public
-/// roots) but not the host name; verify-full verifies both.
-fn tls_config(mode: SslMode, ca_pem: Option<&[u8]>) -> Result<rustls::ClientConfig, ProviderError> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .expect("ring supports the default protocol versions");
-    let roots = || -> Result<rustls::RootCertStore, ProviderError> {
-        let mut roots = rustls::RootCertStore::empty();
-        match ca_pem {
-            None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
-            Some(pem) => {
-                use rustls::pki_types::pem::PemObject;
-                let mut added = 0;
-                for cert in CertificateDer::pem_slice_iter(pem) {
-                    let cert = cert.map_err(|_| {
-                        ProviderError::Misconfigured(
-                            "spec.connection.tls.caSecretRef holds something that is not a PEM certificate".into(),
-                        )
-                    })?;
-                    roots.add(cert).map_err(|e| {
-                        ProviderError::Misconfigured(format!(
-                            "spec.connection.tls.caSecretRef: a CA certificate is not usable: {e}"
-                        ))
-                    })?;
-                    added += 1;
-                }
-                if added == 0 {
-                    return Err(ProviderError::Misconfigured(
-                        "spec.connection.tls.caSecretRef holds no PEM certificate".into(),
-                    ));
-                }
-            }
-        }
-        Ok(roots)
-    };
-    if mode == SslMode::VerifyFull {
-        return Ok(builder
-            .with_root_certificates(roots()?)
-            .with_no_client_auth());
-    }
-    // prefer/require check no chain (their verifier only borrows the signature checks), but the
-    // builder wants anchors: the public roots serve.
-    let trusted = if mode == SslMode::VerifyCa {
-        roots()?
-    } else {
-        rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned())
-    };
-    let full =
-        rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(trusted), provider)
-            .build()
-            .map_err(|e| ProviderError::Misconfigured(e.to_string()))?;
-    Ok(builder
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(Relaxed {
-            full,
-            any_certificate: mode != SslMode::VerifyCa,
-        }))
-        .with_no_client_auth())
-}
-
-/// A certificate check weaker than verify-full, over the full verifier (which still checks every
-/// handshake signature): `verify-ca` accepts a chain to a trusted root issued for another host
-/// name (libpq's meaning); `prefer`/`require` accept any certificate (encryption without
-/// authentication, libpq's meaning).
-#[derive(Debug)]
-struct Relaxed {
-    full: Arc<rustls::client::WebPkiServerVerifier>,
-    any_certificate: bool,
-}
-
-impl ServerCertVerifier for Relaxed {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        use rustls::{CertificateError, Error};
-        if self.any_certificate {
-            return Ok(ServerCertVerified::assertion());
-        }
-        match self
-            .full
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
-        {
-            // The chain is checked before the name: a name error means the chain verified.
-            Err(Error::InvalidCertificate(
-                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) => Ok(ServerCertVerified::assertion()),
-            other => other,
-        }
-    }
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.full.verify_tls12_signature(message, cert, dss)
-    }
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.full.verify_tls13_signature(message, cert, dss)
-    }
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.full.supported_verify_schemes()
-    }
 }
 
 /// Connects to the catalog's server itself, so the password guard can read the server's side of

@@ -11,11 +11,13 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, ResourceExt};
 
 use super::egress::HostAllowList;
+use super::kafka::KafkaProvider;
 use super::mysql::MysqlProvider;
 use super::postgres::PostgresProvider;
 use super::secrets;
 use super::{
-    CatalogProvider, ConnectionSettings, Credentials, Found, Probe, ProbeTarget, ProviderError,
+    CatalogProvider, ClientCertificate, ConnectionSettings, Credentials, Found, Probe, ProbeTarget,
+    ProviderError,
 };
 use crate::crd::Catalog;
 use crate::crd::catalog::{Connection, Provider};
@@ -25,6 +27,7 @@ use crate::crd::conditions::Reason;
 pub enum AnyProvider {
     Postgres(PostgresProvider),
     Mysql(MysqlProvider),
+    Kafka(KafkaProvider),
 }
 
 impl CatalogProvider for AnyProvider {
@@ -32,18 +35,21 @@ impl CatalogProvider for AnyProvider {
         match self {
             AnyProvider::Postgres(p) => p.check_connection().await,
             AnyProvider::Mysql(p) => p.check_connection().await,
+            AnyProvider::Kafka(p) => p.check_connection().await,
         }
     }
     async fn probe(&self, targets: &[ProbeTarget]) -> Result<Vec<Probe>, ProviderError> {
         match self {
             AnyProvider::Postgres(p) => p.probe(targets).await,
             AnyProvider::Mysql(p) => p.probe(targets).await,
+            AnyProvider::Kafka(p) => p.probe(targets).await,
         }
     }
     async fn find_by_id(&self, native_id: &str) -> Result<Option<Found>, ProviderError> {
         match self {
             AnyProvider::Postgres(p) => p.find_by_id(native_id).await,
             AnyProvider::Mysql(p) => p.find_by_id(native_id).await,
+            AnyProvider::Kafka(p) => p.find_by_id(native_id).await,
         }
     }
     async fn columns(
@@ -54,18 +60,21 @@ impl CatalogProvider for AnyProvider {
         match self {
             AnyProvider::Postgres(p) => p.columns(schema, name).await,
             AnyProvider::Mysql(p) => p.columns(schema, name).await,
+            AnyProvider::Kafka(p) => p.columns(schema, name).await,
         }
     }
     async fn server_identity(&self) -> Result<String, ProviderError> {
         match self {
             AnyProvider::Postgres(p) => p.server_identity().await,
             AnyProvider::Mysql(p) => p.server_identity().await,
+            AnyProvider::Kafka(p) => p.server_identity().await,
         }
     }
     fn invalid_name(&self, target: &ProbeTarget) -> Option<String> {
         match self {
             AnyProvider::Postgres(p) => p.invalid_name(target),
             AnyProvider::Mysql(p) => p.invalid_name(target),
+            AnyProvider::Kafka(p) => p.invalid_name(target),
         }
     }
 }
@@ -78,6 +87,7 @@ pub fn build(
     match provider {
         Provider::Postgresql => Ok(AnyProvider::Postgres(PostgresProvider::new(settings)?)),
         Provider::Mysql => Ok(AnyProvider::Mysql(MysqlProvider::new(settings)?)),
+        Provider::Kafka => Ok(AnyProvider::Kafka(KafkaProvider::new(settings)?)),
         Provider::Managed => Err(ProviderError::Misconfigured(
             "managed catalogs are never probed".into(),
         )),
@@ -94,20 +104,62 @@ pub fn settings_from(
     connection: &Connection,
     credentials: Credentials,
     ca_pem: Option<Vec<u8>>,
+    client_certificate: Option<ClientCertificate>,
 ) -> Result<ConnectionSettings, String> {
-    let port = u16::try_from(connection.port)
-        .map_err(|_| format!("spec.connection.port {} is not a TCP port", connection.port))?;
+    let bootstrap = connection
+        .bootstrap_servers
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            split_host_port(s).ok_or_else(|| {
+                format!(
+                    "spec.connection.bootstrapServers[{i}] {s:?} is not host:port; write it as broker.example:9092 (an IPv6 address as [::1]:9092)"
+                )
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let (host, port) = match (&connection.host, connection.port, bootstrap.first()) {
+        (Some(host), Some(port), None) => {
+            let port = u16::try_from(port)
+                .ok()
+                .filter(|p| *p > 0)
+                .ok_or_else(|| format!("spec.connection.port {port} is not a TCP port"))?;
+            (host.clone(), port)
+        }
+        (None, None, Some(first)) => first.clone(),
+        _ => {
+            return Err(
+                "spec.connection needs either host and port (postgresql, mysql) or bootstrapServers (kafka)"
+                    .into(),
+            );
+        }
+    };
     Ok(ConnectionSettings {
-        host: connection.host.clone(),
+        host,
         port,
+        bootstrap,
+        sasl: connection.sasl.as_ref().map(|s| s.mechanism),
         database: connection.database.clone(),
         ssl_mode: connection.ssl_mode.unwrap_or_default(),
         ca_pem,
+        client_certificate,
         credentials,
         connect_timeout: CONNECT_TIMEOUT,
         statement_timeout: STATEMENT_TIMEOUT,
         max_connections: MAX_CONNECTIONS,
     })
+}
+
+/// `host:port` or `[v6]:port`; `None` for anything else (no port, port 0 or out of range).
+pub fn split_host_port(s: &str) -> Option<(String, u16)> {
+    let (host, port) = s.rsplit_once(':')?;
+    let host = match host.strip_prefix('[') {
+        Some(v6) => v6.strip_suffix(']')?,
+        None if host.contains(':') => return None,
+        None => host,
+    };
+    let port = port.parse::<u16>().ok().filter(|p| *p > 0)?;
+    (!host.is_empty() && !host.contains(char::is_whitespace)).then(|| (host.to_string(), port))
 }
 
 fn fingerprint(provider: Provider, s: &ConnectionSettings) -> u64 {
@@ -116,12 +168,15 @@ fn fingerprint(provider: Provider, s: &ConnectionSettings) -> u64 {
         provider as u8,
         &s.host,
         s.port,
+        &s.bootstrap,
+        s.sasl,
         &s.database,
         s.ssl_mode as u8,
     )
         .hash(&mut h);
     (s.credentials.username(), s.credentials.expose_password()).hash(&mut h);
     s.ca_pem.hash(&mut h);
+    s.client_certificate.hash(&mut h);
     (s.connect_timeout, s.statement_timeout, s.max_connections).hash(&mut h);
     h.finish()
 }
@@ -263,25 +318,30 @@ async fn provider_with(
         );
     };
     let ns = cat.namespace().unwrap_or_default();
-    let r = &connection.credentials_secret_ref;
-    let keys = [r.username_key.as_str(), r.password_key.as_str()];
-    let Some(values) = opted_in(
-        client,
-        providers,
-        reads,
-        &ns,
-        &r.name,
-        &cat.name_any(),
-        &keys,
-    )
-    .await?
-    else {
-        return no(
-            Reason::CREDENTIALS_INVALID,
-            secrets::unusable("spec.connection.credentialsSecretRef", &r.name, &keys, &ns),
-        );
+    // Kafka without SASL authenticates with TLS alone (or not at all): no Secret to read.
+    let credentials = match &connection.credentials_secret_ref {
+        None => Credentials::new("", ""),
+        Some(r) => {
+            let keys = [r.username_key.as_str(), r.password_key.as_str()];
+            let Some(values) = opted_in(
+                client,
+                providers,
+                reads,
+                &ns,
+                &r.name,
+                &cat.name_any(),
+                &keys,
+            )
+            .await?
+            else {
+                return no(
+                    Reason::CREDENTIALS_INVALID,
+                    secrets::unusable("spec.connection.credentialsSecretRef", &r.name, &keys, &ns),
+                );
+            };
+            Credentials::new(values[0].clone(), values[1].clone())
+        }
     };
-    let credentials = Credentials::new(values[0].clone(), values[1].clone());
     let ca_pem = match connection
         .tls
         .as_ref()
@@ -308,12 +368,55 @@ async fn provider_with(
             }
         },
     };
-    let settings = match settings_from(connection, credentials, ca_pem) {
+    let client_certificate = match connection
+        .tls
+        .as_ref()
+        .and_then(|t| t.client_certificate_secret_ref.as_ref())
+    {
+        None => None,
+        Some(r) => {
+            let keys = ["tls.crt", "tls.key"];
+            match opted_in(
+                client,
+                providers,
+                reads,
+                &ns,
+                &r.name,
+                &cat.name_any(),
+                &keys,
+            )
+            .await?
+            {
+                Some(v) => Some(ClientCertificate::new(v[0].clone(), v[1].clone())),
+                None => {
+                    return no(
+                        Reason::CREDENTIALS_INVALID,
+                        secrets::unusable(
+                            "spec.connection.tls.clientCertificateSecretRef",
+                            &r.name,
+                            &keys,
+                            &ns,
+                        ),
+                    );
+                }
+            }
+        }
+    };
+    let settings = match settings_from(connection, credentials, ca_pem, client_certificate) {
         Ok(s) => s,
         Err(message) => return no(Reason::MISCONFIGURED, message),
     };
     let endpoint = format!("{}:{}", settings.host, settings.port);
-    if !providers.host_allowed(&settings.host, settings.port).await {
+    let mut servers = vec![(settings.host.clone(), settings.port)];
+    servers.extend(settings.bootstrap.iter().cloned());
+    let mut refused = None;
+    for (host, port) in &servers {
+        if !providers.host_allowed(host, *port).await {
+            refused = Some(format!("{host}:{port}"));
+            break;
+        }
+    }
+    if let Some(endpoint) = refused {
         return no(
             Reason::HOST_NOT_ALLOWED,
             format!(
@@ -372,28 +475,30 @@ mod tests {
 
     fn connection() -> Connection {
         Connection {
-            host: "db".into(),
-            port: 5432,
+            host: Some("db".into()),
+            port: Some(5432),
+            bootstrap_servers: vec![],
+            sasl: None,
             database: Some("hr".into()),
             ssl_mode: Some(SslMode::Disable),
             tls: None,
-            credentials_secret_ref: CredentialsSecretRef {
+            credentials_secret_ref: Some(CredentialsSecretRef {
                 name: "creds".into(),
                 username_key: "user".into(),
                 password_key: "pass".into(),
-            },
+            }),
         }
     }
 
     fn settings(password: &str) -> ConnectionSettings {
-        settings_from(&connection(), Credentials::new("u", password), None).unwrap()
+        settings_from(&connection(), Credentials::new("u", password), None, None).unwrap()
     }
 
     #[test]
     fn the_default_ssl_mode_is_verify_full() {
         let mut c = connection();
         c.ssl_mode = None;
-        let s = settings_from(&c, Credentials::new("u", "p"), None).unwrap();
+        let s = settings_from(&c, Credentials::new("u", "p"), None, None).unwrap();
         assert_eq!(s.ssl_mode, SslMode::VerifyFull);
     }
 

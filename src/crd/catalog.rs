@@ -63,8 +63,13 @@ pub const MAX_REGISTRATIONS: usize = 5000;
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("self.provider == 'managed' || has(self.connection)").message("spec.connection is required unless provider is managed"))]
+#[x_kube(validation = Rule::new("!has(self.connection) || self.provider != 'kafka' || (has(self.connection.bootstrapServers) && !has(self.connection.host) && !has(self.connection.port) && !has(self.connection.database))").message("a kafka catalog names its brokers in spec.connection.bootstrapServers (host:port entries); host, port and database are for postgresql and mysql"))]
+#[x_kube(validation = Rule::new("!has(self.connection) || self.provider == 'kafka' || (has(self.connection.host) && has(self.connection.port) && has(self.connection.credentialsSecretRef) && !has(self.connection.bootstrapServers) && !has(self.connection.sasl))").message("postgresql and mysql catalogs need spec.connection.host, port and credentialsSecretRef; bootstrapServers and sasl are for kafka"))]
+#[x_kube(validation = Rule::new("!has(self.connection) || !has(self.connection.tls) || !has(self.connection.tls.clientCertificateSecretRef) || self.provider == 'kafka'").message("spec.connection.tls.clientCertificateSecretRef is for kafka catalogs; client certificates for postgresql and mysql are not built, authenticate with credentialsSecretRef"))]
+#[x_kube(validation = Rule::new("!has(self.connection) || !has(self.connection.sasl) || has(self.connection.credentialsSecretRef)").message("spec.connection.sasl needs spec.connection.credentialsSecretRef: the Secret with the SASL user name and password"))]
 pub struct CatalogSpec {
-    /// Kind of system: postgresql, mysql (MySQL and MariaDB) or managed (no external system).
+    /// Kind of system: postgresql, mysql (MySQL and MariaDB), kafka or managed (no external
+    /// system).
     pub provider: Provider,
     /// Free-text comment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -89,6 +94,8 @@ pub enum Provider {
     Postgresql,
     /// MySQL or MariaDB (probed through information_schema).
     Mysql,
+    /// Apache Kafka (topics, probed with Metadata requests; the one schema is `default`).
+    Kafka,
     /// No external system; hosts semantic models only and is never probed.
     Managed,
 }
@@ -97,12 +104,24 @@ pub enum Provider {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Connection {
-    /// Host name or address of the server.
+    /// Host name or address of the server (postgresql, mysql).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
-    pub host: String,
-    /// TCP port of the server.
+    pub host: Option<String>,
+    /// TCP port of the server (postgresql, mysql).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 65535))]
-    pub port: i32,
+    pub port: Option<i32>,
+    /// Kafka brokers to ask, as `host:port`, tried in order (kafka). Only these are ever
+    /// connected to: any broker answers the metadata semops asks for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(min = 1, max = 16), inner(length(min = 3, max = 261)))]
+    #[x_kube(validation = Rule::new("self.all(s, s.matches('^[^\\\\s/:]+:[0-9]{1,5}$') || s.matches('^\\\\[[0-9a-fA-F:.]+\\\\]:[0-9]{1,5}$'))").message("every bootstrap server is host:port (an IPv6 address in brackets: [::1]:9092)"))]
+    pub bootstrap_servers: Vec<String>,
+    /// SASL authentication to Kafka with the user name and password of credentialsSecretRef
+    /// (kafka; without it the connection authenticates with TLS only, or not at all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sasl: Option<SaslSettings>,
     /// Database to connect to (PostgreSQL: the database holding the schemas; MySQL: optional).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub database: Option<String>,
@@ -117,8 +136,41 @@ pub struct Connection {
     pub tls: Option<TlsSettings>,
     /// Secret in this namespace holding the user name and password. The Secret must carry the
     /// label `semops.io/catalog-credentials: "true"` (and, if it has the annotation
-    /// `semops.io/allowed-catalogs`, name this Catalog there).
-    pub credentials_secret_ref: CredentialsSecretRef,
+    /// `semops.io/allowed-catalogs`, name this Catalog there). Required for postgresql and mysql,
+    /// and for kafka with sasl.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials_secret_ref: Option<CredentialsSecretRef>,
+}
+
+/// SASL settings of a Kafka connection.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SaslSettings {
+    /// PLAIN (the password travels to the broker: use it over TLS), SCRAM-SHA-256 or
+    /// SCRAM-SHA-512 (the password never leaves semops, and the broker proves it knows the user).
+    pub mechanism: SaslMechanism,
+}
+
+/// A SASL mechanism semops speaks to Kafka.
+#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SaslMechanism {
+    #[serde(rename = "PLAIN")]
+    Plain,
+    #[serde(rename = "SCRAM-SHA-256")]
+    ScramSha256,
+    #[serde(rename = "SCRAM-SHA-512")]
+    ScramSha512,
+}
+
+impl SaslMechanism {
+    /// The mechanism's name on the wire.
+    pub fn name(self) -> &'static str {
+        match self {
+            SaslMechanism::Plain => "PLAIN",
+            SaslMechanism::ScramSha256 => "SCRAM-SHA-256",
+            SaslMechanism::ScramSha512 => "SCRAM-SHA-512",
+        }
+    }
 }
 
 /// TLS trust settings of a catalog connection.
@@ -129,6 +181,21 @@ pub struct TlsSettings {
     /// public roots. The Secret follows the same opt-in rule as the credentials Secret.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_secret_ref: Option<SecretKeyRef>,
+    /// A Secret in this namespace holding a client certificate chain and its private key under
+    /// `tls.crt` and `tls.key` (the keys of a kubernetes.io/tls Secret, as cert-manager writes
+    /// them), presented to brokers that require mutual TLS (kafka). The Secret follows the same
+    /// opt-in rule as the credentials Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_certificate_secret_ref: Option<SecretRef>,
+}
+
+/// A Secret in the Catalog's namespace, by name.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretRef {
+    /// Secret name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
 }
 
 /// One key of a Secret in the Catalog's namespace.

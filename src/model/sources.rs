@@ -47,18 +47,23 @@ pub fn validate_sources(
             continue;
         };
         match lookups.get(&source) {
+            // A topic's fields are not known without a schema registry: its keys are not checked.
+            Some(SourceLookup::Present {
+                object_type: ObjectType::Topic,
+                ..
+            }) => {}
             Some(SourceLookup::Present { columns, .. }) => {
                 columns_of.insert(ds.name.as_str(), columns);
             }
             Some(SourceLookup::InManagedCatalog) => problems.push(Problem {
                 reason: Reason::SourceNotFound,
                 path: format!("{path}.source"),
-                message: format!("dataset {:?}: Catalog {:?} is managed and holds no tables or views; point the source at a postgresql or mysql Catalog", ds.name, source.catalog),
+                message: format!("dataset {:?}: Catalog {:?} is managed and holds no tables, views or topics; point the source at a postgresql, mysql or kafka Catalog", ds.name, source.catalog),
             }),
             Some(SourceLookup::Absent) | None => problems.push(Problem {
                 reason: Reason::SourceNotFound,
                 path: format!("{path}.source"),
-                message: format!("dataset {:?}: no table or view {source} exists; create it or fix the source", ds.name),
+                message: format!("dataset {:?}: no table, view or topic {source} exists; create it or fix the source", ds.name),
             }),
         }
     }

@@ -32,8 +32,7 @@ impl World {
         policy: &str,
         args: &[&str],
     ) -> World {
-        let env = env();
-        let ns = env.namespace(prefix);
+        let ns = env().namespace(prefix);
         let u = unique();
         let (db, role) = (format!("d{u}"), format!("r{u}"));
         let pg = postgres();
@@ -45,10 +44,33 @@ impl World {
         if !setup.is_empty() {
             pg.psql(&db, setup);
         }
-        env.apply_ok(&format!(
-            "apiVersion: v1\nkind: Secret\nmetadata: {{name: wh-reader, namespace: {n}, labels: {{semops.io/catalog-credentials: \"true\"}}}}\nstringData: {{username: {role}, password: {PASSWORD}}}\n---\n\
-             apiVersion: semops.io/v1alpha1\nkind: ReconcilePolicy\nmetadata: {{name: p, namespace: {n}}}\nspec: {{{policy}}}\n---\n{}",
+        let objects = format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: wh-reader, namespace: {n}, labels: {{semops.io/catalog-credentials: \"true\"}}}}\nstringData: {{username: {role}, password: {PASSWORD}}}\n---\n{}",
             catalog_yaml(&ns.name, "wh", &db, pg.port, registrations, ""),
+            n = ns.name,
+        );
+        Self::start(ns, db, role, &objects, policy, args)
+    }
+
+    /// A world on another system: `objects` (YAML, with `NS` for the namespace) holds its
+    /// Secrets and Catalogs; no database is made.
+    pub fn with_objects(prefix: &str, objects: &str, policy: &str, args: &[&str]) -> World {
+        let ns = env().namespace(prefix);
+        let objects = objects.replace("NS", &ns.name);
+        Self::start(ns, String::new(), String::new(), &objects, policy, args)
+    }
+
+    fn start(
+        ns: Namespace,
+        db: String,
+        role: String,
+        objects: &str,
+        policy: &str,
+        args: &[&str],
+    ) -> World {
+        let env = env();
+        env.apply_ok(&format!(
+            "apiVersion: semops.io/v1alpha1\nkind: ReconcilePolicy\nmetadata: {{name: p, namespace: {n}}}\nspec: {{{policy}}}\n---\n{objects}",
             n = ns.name,
         ));
         let mut all = vec!["--api-auth", "none"];

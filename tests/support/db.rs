@@ -195,9 +195,12 @@ pub fn settings(
     ConnectionSettings {
         host: host.into(),
         port,
+        bootstrap: vec![],
+        sasl: None,
         database: Some(database.into()),
         ssl_mode: SslMode::Disable,
         ca_pem: None,
+        client_certificate: None,
         credentials: Credentials::new(user, password),
         connect_timeout: Duration::from_secs(2),
         statement_timeout: Duration::from_secs(2),

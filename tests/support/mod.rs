@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 pub mod checks;
 pub mod db;
+pub mod kafka;
 
 pub const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -415,14 +416,13 @@ fn examples_with(ns: &str, host: &str, server: &db::Server) -> String {
     files.sort();
     let mut docs: Vec<String> = files
         .iter()
-        // YAML manifests only (examples/ also holds the demo's SQL), without the Namespace.
+        // YAML manifests only (examples/ also holds the demo's SQL), without the Namespace and
+        // the Kafka catalog (its broker is e2e_kafka's: other suites do not start one).
         .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
             p.extension().is_some_and(|e| e == "yaml")
-                && !p
-                    .file_name()
-                    .unwrap()
-                    .to_string_lossy()
-                    .contains("namespace")
+                && !name.contains("namespace")
+                && !name.contains("catalog-events")
         })
         .map(|p| {
             std::fs::read_to_string(p)

@@ -96,6 +96,7 @@ pub(super) async fn run(
             .and_then(|c| c.provider.invalid_name(t))
     };
     let round_plan = plan::plan(
+        cat.spec.provider,
         &cat.spec.registrations,
         &aligned,
         &settings.kinds,
@@ -258,8 +259,13 @@ fn classify(
         .checked
         .iter()
         .map(|&i| {
-            plan::observation_of(obs, &cat.spec.registrations[i], &aligned[i])
-                .expect("every checked registration was probed")
+            plan::observation_of(
+                cat.spec.provider,
+                obs,
+                &cat.spec.registrations[i],
+                &aligned[i],
+            )
+            .expect("every checked registration was probed")
         })
         .collect();
     let changed_server = matches!(

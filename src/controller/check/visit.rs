@@ -83,7 +83,7 @@ pub(super) async fn observe_catalog(
 pub async fn visit_sources(ctx: &Context, cat: &Catalog) -> Result<Desired, Error> {
     let ns = cat.namespace().unwrap_or_default();
     let sources = super::bound_sources(ctx, &ns, &cat.name_any());
-    let targets = plan::plan(&[], &[], &[], &sources, &|_| None).targets;
+    let targets = plan::plan(cat.spec.provider, &[], &[], &[], &sources, &|_| None).targets;
     let _permit = ctx.checks.slots.acquire().await.expect("never closed");
     let seen = observe_catalog(ctx, cat, &targets, ProbeLimits::default()).await?;
     tracing::debug!(
