@@ -25,11 +25,17 @@ pub enum ConditionType {
     Reachable,
     /// Catalog: every declared registration names an existing object.
     RegistrationsCurrent,
+    /// kstatus: present (True) only while `Ready` waits on something that may still arrive.
+    Reconciling,
+    /// kstatus: present (True) only while `Ready` is False for a reason a person must fix.
+    Stalled,
 }
 
 impl ConditionType {
-    pub const ALL: [ConditionType; 6] = [
+    pub const ALL: [ConditionType; 8] = [
         ConditionType::Ready,
+        ConditionType::Reconciling,
+        ConditionType::Stalled,
         ConditionType::Valid,
         ConditionType::SourcesResolved,
         ConditionType::SourcesCurrent,
@@ -45,6 +51,8 @@ impl ConditionType {
             ConditionType::SourcesCurrent => "SourcesCurrent",
             ConditionType::Reachable => "Reachable",
             ConditionType::RegistrationsCurrent => "RegistrationsCurrent",
+            ConditionType::Reconciling => "Reconciling",
+            ConditionType::Stalled => "Stalled",
         }
     }
 }
@@ -73,6 +81,14 @@ impl ConditionType {
             ConditionType::RegistrationsCurrent => (
                 "Catalog",
                 "every declared registration names an existing object",
+            ),
+            ConditionType::Reconciling => (
+                "SemanticModel, Catalog, ReconcilePolicy",
+                "kstatus (Flux, kpt, cli-utils): present, True, only while `Ready` is not True for a reason that may clear on its own (a catalog not reachable or not found yet, a policy not created yet); carries `Ready`'s reason and message; kstatus reports InProgress",
+            ),
+            ConditionType::Stalled => (
+                "SemanticModel, Catalog, ReconcilePolicy",
+                "kstatus: present, True, only while `Ready` is False for a reason a person must fix (invalid spec, name conflict, refused credentials, a source that does not exist); carries `Ready`'s reason and message; kstatus reports Failed, so Flux fails fast instead of waiting out its timeout",
             ),
         }
     }
@@ -245,6 +261,24 @@ reasons! {
 }
 
 impl Reason {
+    /// Whether `Ready=False` for this reason may clear without anyone changing anything: it waits
+    /// on a server that may answer or an object that may still be created (Flux applies a
+    /// Catalog and its models together). Every other `Ready=False` reason needs a person.
+    pub fn waits(&self) -> bool {
+        [
+            Reason::CATALOG_UNREACHABLE,
+            Reason::CATALOG_NOT_FOUND,
+            Reason::SCHEMA_NOT_FOUND,
+            Reason::RECONCILE_POLICY_NOT_FOUND,
+            Reason::UNREACHABLE,
+            Reason::TIMEOUT,
+            Reason::SERVER_UNAVAILABLE,
+            Reason::DELETING,
+            Reason::NOT_CHECKED,
+        ]
+        .contains(self)
+    }
+
     /// Reasons that warn although their condition is True (the Event is a Warning).
     pub fn warns_when_true(&self) -> bool {
         *self == Reason::INSECURE_TRANSPORT
@@ -355,8 +389,26 @@ impl Desired {
     }
 }
 
+/// The kstatus condition that `Ready` implies: none while it holds, `Stalled` when a person must
+/// act, `Reconciling` otherwise (False for a reason that waits, or Unknown). Derived rather than
+/// decided by each controller so the three kinds cannot disagree with their own `Ready`.
+pub fn kstatus_of(ready: &Desired) -> Option<Desired> {
+    let type_ = match ready.status {
+        Status::True => return None,
+        Status::False if !ready.reason.waits() => ConditionType::Stalled,
+        Status::False | Status::Unknown => ConditionType::Reconciling,
+    };
+    Some(Desired::new(
+        type_,
+        Status::True,
+        ready.reason.clone(),
+        ready.message.clone(),
+    ))
+}
+
 /// Builds the new condition list from the desired ones, keeping each previous
-/// `lastTransitionTime` when the status did not flip. Order follows `desired`.
+/// `lastTransitionTime` when the status did not flip. Order follows `desired`; a `Ready` is
+/// followed by the kstatus condition it implies (`kstatus_of`).
 pub fn merge(
     previous: &[Condition],
     desired: Vec<Desired>,
@@ -365,6 +417,12 @@ pub fn merge(
 ) -> Vec<Condition> {
     desired
         .into_iter()
+        .flat_map(|d| {
+            let implied = (d.type_ == ConditionType::Ready)
+                .then(|| kstatus_of(&d))
+                .flatten();
+            std::iter::once(d).chain(implied)
+        })
         .map(|d| {
             let old = find(previous, d.type_);
             let last_transition_time = match old {
@@ -384,10 +442,16 @@ pub fn merge(
 }
 
 /// Conditions of `previous` whose types semops does not own (another writer's), kept as they are.
+/// Owning `Ready` owns the kstatus conditions it implies.
 pub fn foreign(previous: &[Condition], owned: &[ConditionType]) -> Vec<Condition> {
+    let implied: &[ConditionType] = if owned.contains(&ConditionType::Ready) {
+        &[ConditionType::Reconciling, ConditionType::Stalled]
+    } else {
+        &[]
+    };
     previous
         .iter()
-        .filter(|c| !owned.iter().any(|t| t.as_str() == c.type_))
+        .filter(|c| !owned.iter().chain(implied).any(|t| t.as_str() == c.type_))
         .cloned()
         .collect()
 }
@@ -500,6 +564,164 @@ mod tests {
             assert!(!doc.trim().is_empty(), "{text} has no documentation");
         }
         assert_eq!(Reason::kept("Accepted"), Reason::ACCEPTED);
+    }
+
+    fn types_of(conditions: &[Condition]) -> Vec<(&str, &str, &str)> {
+        conditions
+            .iter()
+            .map(|c| (c.type_.as_str(), c.status.as_str(), c.reason.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn ready_implies_stalled_for_what_a_person_must_fix_and_reconciling_for_what_waits() {
+        let cases: Vec<(Status, Reason, Option<&str>)> = vec![
+            (Status::True, Reason::ACCEPTED, None),
+            (Status::True, Reason::CONFIGURED, None),
+            (Status::False, Reason::INVALID_SOURCE, Some("Stalled")),
+            (Status::False, Reason::NAME_CONFLICT, Some("Stalled")),
+            (Status::False, Reason::AUTH_FAILED, Some("Stalled")),
+            (Status::False, Reason::CREDENTIALS_INVALID, Some("Stalled")),
+            (Status::False, Reason::SOURCE_NOT_FOUND, Some("Stalled")),
+            (Status::False, Reason::INVALID_SPEC, Some("Stalled")),
+            (Status::False, Reason::OVERLAP, Some("Stalled")),
+            (
+                Status::False,
+                Reason::CATALOG_UNREACHABLE,
+                Some("Reconciling"),
+            ),
+            (
+                Status::False,
+                Reason::CATALOG_NOT_FOUND,
+                Some("Reconciling"),
+            ),
+            (Status::False, Reason::SCHEMA_NOT_FOUND, Some("Reconciling")),
+            (
+                Status::False,
+                Reason::RECONCILE_POLICY_NOT_FOUND,
+                Some("Reconciling"),
+            ),
+            (Status::False, Reason::UNREACHABLE, Some("Reconciling")),
+            (Status::False, Reason::TIMEOUT, Some("Reconciling")),
+            (Status::False, Reason::DELETING, Some("Reconciling")),
+            (Status::Unknown, Reason::INVALID_SOURCE, Some("Reconciling")),
+        ];
+        for (status, reason, want) in cases {
+            let ready = Desired::new(ConditionType::Ready, status, reason.clone(), "why");
+            let got = kstatus_of(&ready);
+            assert_eq!(
+                got.as_ref().map(|d| d.type_.as_str()),
+                want,
+                "{status:?} {reason}"
+            );
+            if let Some(d) = got {
+                assert_eq!(
+                    (d.status, d.reason, d.message.as_str()),
+                    (Status::True, reason, "why")
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn merge_places_the_implied_condition_after_ready_and_drops_it_when_ready_holds() {
+        let ready = |status, reason: Reason| {
+            vec![
+                Desired::new(ConditionType::Ready, status, reason, "m"),
+                Desired::new(ConditionType::Valid, Status::True, Reason::VALID, ""),
+            ]
+        };
+        let stalled = merge(
+            &[],
+            ready(Status::False, Reason::NAME_CONFLICT),
+            Some(1),
+            &at(10),
+        );
+        assert_eq!(
+            types_of(&stalled),
+            vec![
+                ("Ready", "False", "NameConflict"),
+                ("Stalled", "True", "NameConflict"),
+                ("Valid", "True", "Valid"),
+            ]
+        );
+        // Still stalled for another reason: the transition time stays.
+        let again = merge(
+            &stalled,
+            ready(Status::False, Reason::INVALID_NAME),
+            Some(2),
+            &at(20),
+        );
+        assert_eq!(again[1].last_transition_time, at(10));
+        assert_eq!(again[1].reason, "InvalidName");
+        // Now waiting on a server: Stalled is gone, Reconciling starts now.
+        let waiting = merge(
+            &again,
+            ready(Status::False, Reason::CATALOG_UNREACHABLE),
+            Some(2),
+            &at(30),
+        );
+        assert_eq!(
+            types_of(&waiting)[..2],
+            [
+                ("Ready", "False", "CatalogUnreachable"),
+                ("Reconciling", "True", "CatalogUnreachable"),
+            ]
+        );
+        assert_eq!(waiting[1].last_transition_time, at(30));
+        // Ready: neither kstatus condition remains.
+        let done = merge(
+            &waiting,
+            ready(Status::True, Reason::ACCEPTED),
+            Some(2),
+            &at(40),
+        );
+        assert_eq!(
+            types_of(&done),
+            vec![("Ready", "True", "Accepted"), ("Valid", "True", "Valid")]
+        );
+    }
+
+    #[test]
+    fn owning_ready_owns_the_kstatus_conditions_it_implies() {
+        let previous = merge(
+            &[],
+            vec![
+                Desired::new(ConditionType::Ready, Status::False, Reason::AUTH_FAILED, ""),
+                Desired::new(
+                    ConditionType::Reachable,
+                    Status::False,
+                    Reason::AUTH_FAILED,
+                    "",
+                ),
+            ],
+            None,
+            &at(1),
+        );
+        let mut theirs = previous.clone();
+        theirs.push(Condition {
+            type_: "Synced".into(),
+            status: "True".into(),
+            reason: "X".into(),
+            message: String::new(),
+            observed_generation: None,
+            last_transition_time: at(1),
+        });
+        assert_eq!(
+            types_of(&foreign(&theirs, &[ConditionType::Ready])),
+            vec![
+                ("Reachable", "False", "AuthFailed"),
+                ("Synced", "True", "X")
+            ]
+        );
+        assert_eq!(
+            types_of(&foreign(&theirs, &[ConditionType::Reachable])),
+            vec![
+                ("Ready", "False", "AuthFailed"),
+                ("Stalled", "True", "AuthFailed"),
+                ("Synced", "True", "X"),
+            ]
+        );
     }
 
     #[test]

@@ -168,6 +168,7 @@ fn each_outcome_builds_its_conditions_and_keeps_the_accepted_revision_unless_it_
             rejected,
             vec![
                 triple("Ready", "False", "CatalogNotFound"),
+                triple("Reconciling", "True", "CatalogNotFound"),
                 triple("Valid", "False", "CatalogNotFound"),
             ],
             3,
@@ -177,6 +178,7 @@ fn each_outcome_builds_its_conditions_and_keeps_the_accepted_revision_unless_it_
             Outcome::Pending("Catalog \"hr\": Timeout".into()),
             vec![
                 triple("Ready", "False", "CatalogUnreachable"),
+                triple("Reconciling", "True", "CatalogUnreachable"),
                 triple("Valid", "True", "Valid"),
                 triple("SourcesResolved", "Unknown", "CatalogUnreachable"),
             ],
@@ -190,6 +192,7 @@ fn each_outcome_builds_its_conditions_and_keeps_the_accepted_revision_unless_it_
             },
             vec![
                 triple("Ready", "False", "ColumnNotFound"),
+                triple("Stalled", "True", "ColumnNotFound"),
                 triple("Valid", "True", "Valid"),
                 triple("SourcesResolved", "False", "ColumnNotFound"),
             ],
