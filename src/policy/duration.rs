@@ -91,6 +91,30 @@ mod tests {
     }
 
     #[test]
+    fn each_refusal_says_why_and_the_largest_accepted_value_is_exact() {
+        for (s, why) in [
+            ("", "empty"),
+            ("1", "missing unit"),
+            ("1h5", "missing unit"),
+            ("1d", "unknown unit"),
+            ("-5m", "negative"),
+            ("h", "expected a number"),
+            ("1..5s", "bad number"),
+            ("1000000000001s", "too large"),
+            ("1000000000000000s", "too large"),
+            (&format!("{}s", "9".repeat(400)), "too large"),
+        ] {
+            let e = parse(s).unwrap_err();
+            assert_eq!(e.why, why, "{s}");
+            assert!(e.to_string().contains(why), "{e}");
+        }
+        assert_eq!(
+            parse("1000000000000s").unwrap(),
+            Duration::from_secs(1_000_000_000_000)
+        );
+    }
+
+    #[test]
     fn rejects_malformed_durations() {
         for s in ["", "1", "h", "1d", "-5m", "1h-", "abc", "1..5s"] {
             assert!(parse(s).is_err(), "{s}");
