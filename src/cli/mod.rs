@@ -115,6 +115,11 @@ enum Command {
         /// values.yaml, for chart-values.
         file: Option<PathBuf>,
     },
+    /// Print a shell completion script: `source <(semops completion bash)`; zsh and fish too.
+    Completion {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
     /// Check manifests offline (contract and model-local rules); exit code 1 on any problem.
     Validate {
         /// Files or directories of YAML manifests.
@@ -150,6 +155,11 @@ pub fn main() -> ExitCode {
             }
         },
         Command::Validate { paths } => validate::main(&paths),
+        Command::Completion { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(shell, &mut Cli::command(), "semops", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
         Command::Healthcheck(args) => healthcheck::main(args),
         Command::ReleaseFinalizers(args) => finalizers::main(args),
         Command::Version { output } => {
