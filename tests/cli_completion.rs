@@ -21,11 +21,9 @@ fn script(shell: &str) -> String {
 
 /// What bash offers after `line` (the cursor at its end), through the generated `_semops`.
 fn bash_completes(script_path: &std::path::Path, line: &str) -> Vec<String> {
-    let program = format!(
-        r#"source "$0"; COMP_LINE="$1"; COMP_POINT=${{#COMP_LINE}}; read -ra COMP_WORDS <<< "$1"; [ "${{1: -1}}" = " " ] && COMP_WORDS+=(""); COMP_CWORD=$(( ${{#COMP_WORDS[@]}} - 1 )); _semops semops "${{COMP_WORDS[COMP_CWORD]}}" "${{COMP_WORDS[COMP_CWORD-1]}}"; printf '%s\n' "${{COMPREPLY[@]}}""#
-    );
+    const PROGRAM: &str = r#"source "$0"; COMP_LINE="$1"; COMP_POINT=${#COMP_LINE}; read -ra COMP_WORDS <<< "$1"; [ "${1: -1}" = " " ] && COMP_WORDS+=(""); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 )); _semops semops "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"; printf '%s\n' "${COMPREPLY[@]}""#;
     let out = Command::new("bash")
-        .args(["-c", &program])
+        .args(["-c", PROGRAM])
         .arg(script_path)
         .arg(line)
         .output()
