@@ -124,20 +124,22 @@ fn flux_sees_accepted_objects_current_unfixable_ones_failed_and_waiting_ones_in_
         );
     }
 
-    // Failed: a second model claiming the accepted model's name (a person must rename one), and
+    // Failed: a model whose relationship names a dataset it does not have, and
     // a Catalog whose credentials Secret does not exist.
-    env.apply_ok(&model(ns, "copycat", "employee_analysis", "hr"));
-    wait_ready(env, ns, "sm/copycat", "False", "NameConflict");
-    let message = wait_kstatus(ns, "SemanticModel/copycat", "Failed");
-    assert!(message.contains("employee-analysis"), "{message}");
+    // (A name conflict is decided by creation time, which has one-second resolution, so the
+    // test uses a definition error: deterministic.)
+    env.apply_ok(&model(ns, "broken", "broken_model", "hr").replace("to: manager", "to: nobody"));
+    wait_ready(env, ns, "sm/broken", "False", "UnknownDataset");
+    let message = wait_kstatus(ns, "SemanticModel/broken", "Failed");
+    assert!(message.contains("nobody"), "{message}");
     assert_eq!(
         jsonpath(
             env,
             ns,
-            "sm/copycat",
+            "sm/broken",
             "{.status.conditions[?(@.type==\"Stalled\")].reason}"
         ),
-        "NameConflict"
+        "UnknownDataset"
     );
     env.apply_ok(&format!(
         "apiVersion: semops.io/v1alpha1\nkind: Catalog\nmetadata: {{name: locked, namespace: {ns}}}\nspec:\n  provider: postgresql\n  connection:\n    host: 127.0.0.1\n    port: 5432\n    database: hr\n    credentialsSecretRef: {{name: no-such-secret}}\n"
@@ -182,8 +184,8 @@ fn flux_sees_accepted_objects_current_unfixable_ones_failed_and_waiting_ones_in_
         "Ready Valid SourcesResolved SourcesCurrent"
     );
 
-    // The person renames the copy: Failed becomes Current.
-    env.apply_ok(&model(ns, "copycat", "copycat_model", "hr"));
-    wait_ready(env, ns, "sm/copycat", "True", "Accepted");
-    wait_kstatus(ns, "SemanticModel/copycat", "Current");
+    // The person fixes the relationship: Failed becomes Current.
+    env.apply_ok(&model(ns, "broken", "broken_model", "hr"));
+    wait_ready(env, ns, "sm/broken", "True", "Accepted");
+    wait_kstatus(ns, "SemanticModel/broken", "Current");
 }
