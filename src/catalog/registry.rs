@@ -318,89 +318,51 @@ async fn provider_with(
         );
     };
     let ns = cat.namespace().unwrap_or_default();
+    let secrets = SecretSource {
+        client,
+        providers,
+        reads,
+        ns: &ns,
+        catalog: &cat.name_any(),
+    };
+    let tls = connection.tls.as_ref();
     // Kafka without SASL authenticates with TLS alone (or not at all): no Secret to read.
     let credentials = match &connection.credentials_secret_ref {
         None => Credentials::new("", ""),
         Some(r) => {
             let keys = [r.username_key.as_str(), r.password_key.as_str()];
-            let Some(values) = opted_in(
-                client,
-                providers,
-                reads,
-                &ns,
-                &r.name,
-                &cat.name_any(),
-                &keys,
-            )
-            .await?
-            else {
-                return no(
-                    Reason::CREDENTIALS_INVALID,
-                    secrets::unusable("spec.connection.credentialsSecretRef", &r.name, &keys, &ns),
-                );
-            };
-            Credentials::new(values[0].clone(), values[1].clone())
+            match secrets
+                .require("spec.connection.credentialsSecretRef", &r.name, &keys)
+                .await?
+            {
+                Ok(v) => Credentials::new(v[0].clone(), v[1].clone()),
+                Err(refused) => return Ok(Err(refused)),
+            }
         }
     };
-    let ca_pem = match connection
-        .tls
-        .as_ref()
-        .and_then(|t| t.ca_secret_ref.as_ref())
-    {
+    let ca_pem = match tls.and_then(|t| t.ca_secret_ref.as_ref()) {
         None => None,
-        Some(ca) => match opted_in(
-            client,
-            providers,
-            reads,
-            &ns,
-            &ca.name,
-            &cat.name_any(),
-            &[&ca.key],
-        )
-        .await?
+        Some(ca) => match secrets
+            .require("spec.connection.tls.caSecretRef", &ca.name, &[&ca.key])
+            .await?
         {
-            Some(v) => Some(v[0].clone().into_bytes()),
-            None => {
-                return no(
-                    Reason::CREDENTIALS_INVALID,
-                    secrets::unusable("spec.connection.tls.caSecretRef", &ca.name, &[&ca.key], &ns),
-                );
-            }
+            Ok(v) => Some(v[0].clone().into_bytes()),
+            Err(refused) => return Ok(Err(refused)),
         },
     };
-    let client_certificate = match connection
-        .tls
-        .as_ref()
-        .and_then(|t| t.client_certificate_secret_ref.as_ref())
-    {
+    let client_certificate = match tls.and_then(|t| t.client_certificate_secret_ref.as_ref()) {
         None => None,
-        Some(r) => {
-            let keys = ["tls.crt", "tls.key"];
-            match opted_in(
-                client,
-                providers,
-                reads,
-                &ns,
+        Some(r) => match secrets
+            .require(
+                "spec.connection.tls.clientCertificateSecretRef",
                 &r.name,
-                &cat.name_any(),
-                &keys,
+                &["tls.crt", "tls.key"],
             )
             .await?
-            {
-                Some(v) => Some(ClientCertificate::new(v[0].clone(), v[1].clone())),
-                None => {
-                    return no(
-                        Reason::CREDENTIALS_INVALID,
-                        secrets::unusable(
-                            "spec.connection.tls.clientCertificateSecretRef",
-                            &r.name,
-                            &keys,
-                            &ns,
-                        ),
-                    );
-                }
-            }
-        }
+        {
+            Ok(v) => Some(ClientCertificate::new(v[0].clone(), v[1].clone())),
+            Err(refused) => return Ok(Err(refused)),
+        },
     };
     let settings = match settings_from(connection, credentials, ca_pem, client_certificate) {
         Ok(s) => s,
@@ -427,6 +389,41 @@ async fn provider_with(
     match providers.provider_for(&registry_key(cat), cat.spec.provider, settings) {
         Ok(p) => Ok(Ok((p, endpoint))),
         Err(e) => no(e.category(), format!("{endpoint}: {e}")),
+    }
+}
+
+/// Where a Catalog's Secrets are read from, for [`SecretSource::require`].
+struct SecretSource<'a> {
+    client: &'a kube::Client,
+    providers: &'a Registry,
+    reads: SecretReads,
+    ns: &'a str,
+    catalog: &'a str,
+}
+
+impl SecretSource<'_> {
+    /// The values of `keys` in the opted-in Secret `name`, or the refusal naming `field` (the
+    /// message never says which check failed, so it reveals nothing about the Secret).
+    async fn require(
+        &self,
+        field: &str,
+        name: &str,
+        keys: &[&str],
+    ) -> Result<Result<Vec<String>, NoProvider>, kube::Error> {
+        let values = opted_in(
+            self.client,
+            self.providers,
+            self.reads,
+            self.ns,
+            name,
+            self.catalog,
+            keys,
+        )
+        .await?;
+        Ok(values.ok_or_else(|| NoProvider {
+            reason: Reason::CREDENTIALS_INVALID,
+            message: secrets::unusable(field, name, keys, self.ns),
+        }))
     }
 }
 
