@@ -140,6 +140,13 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> Result<(), std::io::Error> {
     let ready = Arc::new(AtomicBool::new(false));
+    for controller in [
+        crate::controller::names::SEMANTIC_MODEL,
+        crate::controller::names::CATALOG,
+        crate::controller::names::RECONCILE_POLICY,
+    ] {
+        metrics.declare_controller(controller, &crate::controller::ALERTED_CATEGORIES);
+    }
 
     let (models, models_writer) = reflector::store_shared::<SemanticModel>(SHARED_BUFFER);
     let (catalogs, catalogs_writer) = reflector::store_shared::<Catalog>(SHARED_BUFFER);

@@ -320,6 +320,20 @@ impl Metrics {
             .observe(elapsed.as_secs_f64());
     }
 
+    /// Starts a controller's error series at 0 (as controller-runtime does), and those of the
+    /// categories alerts watch, so `rate()` and `increase()` see the first error too.
+    pub fn declare_controller(&self, controller: &str, alerted_categories: &[&str]) {
+        drop(self.reconcile_errors.get_or_create(&ControllerLabel {
+            controller: controller.into(),
+        }));
+        for category in alerted_categories {
+            drop(self.errors_by_category.get_or_create(&ErrorLabels {
+                controller: controller.into(),
+                category: (*category).into(),
+            }));
+        }
+    }
+
     pub fn observe_error(&self, controller: &str, category: &str) {
         self.reconcile_errors
             .get_or_create(&ControllerLabel {
@@ -383,8 +397,11 @@ mod tests {
         m.observe_reconcile("semanticmodel", Duration::from_millis(3), "success");
         m.observe_error("semanticmodel", "Kube");
         m.observe_status_write("semanticmodel");
+        m.declare_controller("catalog", &["NotOwned"]);
         let text = m.encode();
         for name in [
+            "controller_runtime_reconcile_errors_total{controller=\"catalog\"} 0",
+            "semops_reconcile_errors_by_category_total{controller=\"catalog\",category=\"NotOwned\"} 0",
             "controller_runtime_reconcile_total{controller=\"semanticmodel\",result=\"success\"} 1",
             "controller_runtime_reconcile_errors_total{controller=\"semanticmodel\"} 1",
             "controller_runtime_reconcile_time_seconds_bucket",

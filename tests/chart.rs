@@ -33,8 +33,12 @@ fn chart() -> String {
 
 /// `helm template` with `--set` values; the rendered objects as JSON.
 fn render(sets: &[&str]) -> Vec<Value> {
+    render_release("semops", sets)
+}
+
+fn render_release(release: &str, sets: &[&str]) -> Vec<Value> {
     let chart = chart();
-    let mut args = vec!["template", "semops", &chart, "-n", "semops-system"];
+    let mut args = vec!["template", release, &chart, "-n", "semops-system"];
     for s in sets {
         args.extend(["--set", s]);
     }
@@ -46,7 +50,7 @@ fn render(sets: &[&str]) -> Vec<Value> {
     );
     let text = String::from_utf8(out.stdout).unwrap();
     text.split("\n---")
-        .filter_map(|doc| serde_yaml::from_str::<Value>(doc).ok())
+        .filter_map(|doc| serde_saphyr::from_str::<Value>(doc).ok())
         .filter(|v| v.is_object())
         .collect()
 }
@@ -57,6 +61,8 @@ fn find<'a>(objects: &'a [Value], kind: &str) -> Vec<&'a Value> {
 
 const ALL_ON: &[&str] = &[
     "serviceMonitor.enabled=true",
+    "prometheusRule.enabled=true",
+    "grafanaDashboard.enabled=true",
     "networkPolicy.enabled=true",
     "argocd.healthChecks.enabled=true",
     "podDisruptionBudget.enabled=true",
@@ -103,7 +109,7 @@ fn the_chart_lints_strictly_and_packages() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let chart_yaml: Value = serde_yaml::from_str(
+    let chart_yaml: Value = serde_saphyr::from_str(
         &std::fs::read_to_string(format!("{ROOT}/charts/semops/Chart.yaml")).unwrap(),
     )
     .unwrap();
@@ -131,11 +137,16 @@ fn every_optional_feature_renders_what_it_promises() {
     assert!(sm[0]["spec"]["endpoints"][0]["bearerTokenFile"].is_string());
     let np = find(&objects, "NetworkPolicy");
     assert_eq!(np.len(), 1);
+    let maps: Vec<&str> = find(&objects, "ConfigMap")
+        .iter()
+        .map(|c| c["metadata"]["name"].as_str().unwrap())
+        .collect();
     assert_eq!(
-        find(&objects, "ConfigMap").len(),
-        1,
-        "the Argo CD health checks"
+        maps,
+        ["semops-argocd-health", "semops-dashboard"],
+        "the Argo CD health checks and the Grafana dashboard"
     );
+    assert_eq!(find(&objects, "PrometheusRule").len(), 1);
 
     let deploy = find(&objects, "Deployment")[0];
     let pod = &deploy["spec"]["template"]["spec"];
@@ -450,4 +461,159 @@ fn the_aggregated_api_and_its_certificate_render_consistently() {
     );
     assert!(apiservice["spec"].get("caBundle").is_none());
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// promtool built from the Go module proxy (`hack/gotool promtool`).
+fn promtool(dir: &std::path::Path, args: &[&str]) -> (bool, String) {
+    let built = Command::new(format!("{ROOT}/hack/gotool"))
+        .arg("promtool")
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "hack/gotool promtool failed");
+    let bin = String::from_utf8(built.stdout).unwrap().trim().to_string();
+    let out = Command::new(bin)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+fn rendered_rules(release: &str) -> Value {
+    let objects = render_release(release, &["prometheusRule.enabled=true"]);
+    let rules = find(&objects, "PrometheusRule");
+    assert_eq!(rules.len(), 1, "one PrometheusRule");
+    rules[0]["spec"].clone()
+}
+
+fn alerts(rules: &Value) -> Vec<(String, String)> {
+    rules["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_array().unwrap())
+        .map(|r| {
+            (
+                r["alert"].as_str().unwrap().to_string(),
+                r["expr"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_prometheus_rule_passes_promtool_check_and_every_alert_has_unit_tests() {
+    let spec = rendered_rules("semops");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("rules.yaml"),
+        serde_saphyr::to_string(&spec).unwrap(),
+    )
+    .unwrap();
+    let tests =
+        std::fs::read_to_string(format!("{ROOT}/tests/prometheus/rules_test.yaml")).unwrap();
+    std::fs::write(dir.path().join("rules_test.yaml"), &tests).unwrap();
+
+    let (ok, output) = promtool(dir.path(), &["check", "rules", "rules.yaml"]);
+    assert!(ok, "promtool check rules:\n{output}");
+    let (ok, output) = promtool(dir.path(), &["test", "rules", "rules_test.yaml"]);
+    assert!(ok, "promtool test rules:\n{output}");
+
+    // Each alert is tested firing and silent.
+    let tests: Value = serde_saphyr::from_str(&tests).unwrap();
+    let cases: Vec<&Value> = tests["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|t| t["alert_rule_test"].as_array().unwrap())
+        .collect();
+    let names = alerts(&spec);
+    assert!(names.len() >= 7, "{names:?}");
+    // The reconcile-error alert selects exactly the categories the operator starts at 0.
+    let categories = format!(
+        "category=~\"{}\"",
+        semops::controller::ALERTED_CATEGORIES.join("|")
+    );
+    assert!(
+        names
+            .iter()
+            .any(|(a, e)| a == "SemopsReconcileErrors" && e.contains(&categories)),
+        "SemopsReconcileErrors does not select {categories}"
+    );
+    for (alert, _) in &names {
+        let of = |firing: bool| {
+            cases.iter().any(|c| {
+                c["alertname"] == alert.as_str()
+                    && c["exp_alerts"]
+                        .as_array()
+                        .is_some_and(|a| a.is_empty() != firing)
+            })
+        };
+        assert!(of(true), "{alert}: no promtool test where it fires");
+        assert!(of(false), "{alert}: no promtool test where it stays silent");
+    }
+}
+
+#[test]
+fn the_prometheus_rule_selects_only_its_releases_scrape_job() {
+    let spec = rendered_rules("data");
+    for (alert, expr) in alerts(&spec) {
+        assert!(expr.contains("job=\"data-semops\""), "{alert}: {expr}");
+        assert!(!expr.contains("job=\"semops\""), "{alert}: {expr}");
+    }
+    assert!(find(&render(&[]), "PrometheusRule").is_empty(), "opt-in");
+}
+
+#[test]
+fn the_grafana_dashboard_is_a_sidecar_configmap_whose_queries_parse() {
+    assert!(
+        find(&render(&[]), "ConfigMap")
+            .iter()
+            .all(|c| !c["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .ends_with("-dashboard")),
+        "opt-in"
+    );
+    let objects = render(&[
+        "grafanaDashboard.enabled=true",
+        "grafanaDashboard.namespace=monitoring",
+    ]);
+    let map = find(&objects, "ConfigMap")
+        .into_iter()
+        .find(|c| c["metadata"]["name"] == "semops-dashboard")
+        .expect("the dashboard ConfigMap");
+    assert_eq!(map["metadata"]["namespace"], "monitoring");
+    assert_eq!(map["metadata"]["labels"]["grafana_dashboard"], "1");
+    let dashboard: Value =
+        serde_json::from_str(map["data"]["semops.json"].as_str().unwrap()).unwrap();
+    assert_eq!(dashboard["uid"], "semops-overview");
+
+    // Every query as a recording rule: promtool parses each one (Grafana's $job variable is a
+    // regex of jobs; any literal stands in for it).
+    let exprs: Vec<String> = dashboard["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["targets"].as_array().unwrap())
+        .map(|t| t["expr"].as_str().unwrap().replace("$job", "semops"))
+        .collect();
+    assert!(exprs.len() >= 10, "{exprs:?}");
+    let rules = serde_json::json!({"groups": [{"name": "dashboard", "rules": exprs
+        .iter()
+        .enumerate()
+        .map(|(i, e)| serde_json::json!({"record": format!("semops:dashboard_query_{i}"), "expr": e}))
+        .collect::<Vec<_>>()}]});
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("dashboard.yaml"), rules.to_string()).unwrap();
+    let (ok, output) = promtool(dir.path(), &["check", "rules", "dashboard.yaml"]);
+    assert!(ok, "promtool check rules (dashboard queries):\n{output}");
 }

@@ -13,15 +13,7 @@ fn the_examples_become_ready_and_kubectl_wait_sees_it() {
     let env = env();
     let (ns, _op) = support::examples_with_operator("examples");
     let ns = ns.name.as_str();
-    env.kubectl_ok(&[
-        "wait",
-        "--for=condition=Ready",
-        "sm,cat,rpol",
-        "--all",
-        "-n",
-        ns,
-        "--timeout=60s",
-    ]);
+    support::wait_all_ready(env, ns);
     assert_eq!(
         jsonpath(
             env,
@@ -55,15 +47,7 @@ fn an_unchanged_object_costs_no_status_write_after_it_is_ready() {
     let env = env();
     let (ns, op) = support::examples_with_operator("quiet");
     let ns = ns.name.as_str();
-    env.kubectl_ok(&[
-        "wait",
-        "--for=condition=Ready",
-        "sm,cat,rpol",
-        "--all",
-        "-n",
-        ns,
-        "--timeout=60s",
-    ]);
+    support::wait_all_ready(env, ns);
     // Let the initial burst (including conflict retries) settle.
     let settled = eventually(Duration::from_secs(30), "writes to settle", || {
         let before = op.metric("semops_status_writes_total", &[]);
@@ -366,7 +350,7 @@ fn readiness_waits_for_the_caches_to_sync() {
     let token = env.kubectl_ok(&["create", "token", "late", "-n", ns]);
     let token = token.trim();
     let kc: serde_json::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(&env.kubeconfig).unwrap()).unwrap();
+        serde_saphyr::from_str(&std::fs::read_to_string(&env.kubeconfig).unwrap()).unwrap();
     let cluster = &kc["clusters"][0]["cluster"];
     let kubeconfig = env.work_dir.join(format!("late-{ns}.kubeconfig"));
     std::fs::write(
@@ -408,4 +392,92 @@ fn readiness_waits_for_the_caches_to_sync() {
     eventually(Duration::from_secs(120), "ready once it may list", || {
         (readyz(&op) == 200).then_some(())
     });
+}
+
+/// The metric names of a PromQL text: the identifiers semops or its controller runtime export
+/// (Prometheus's own `up` is left out).
+fn metric_names(text: &str) -> std::collections::BTreeSet<String> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+        .filter(|t| {
+            [
+                "semops_",
+                "controller_runtime_",
+                "leader_election_",
+                "rest_client_",
+            ]
+            .iter()
+            .any(|p| t.starts_with(p))
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn every_metric_the_alerts_and_the_dashboard_query_is_served() {
+    let env = env();
+    let (ns, op) = support::examples_with_operator("metrics");
+    let ns = ns.name.as_str();
+    support::wait_all_ready(env, ns);
+    let rules = std::fs::read_to_string(format!(
+        "{}/charts/semops/files/prometheus/rules.yaml",
+        support::ROOT
+    ))
+    .unwrap();
+    let dashboard = std::fs::read_to_string(format!(
+        "{}/charts/semops/files/grafana/semops.json",
+        support::ROOT
+    ))
+    .unwrap();
+    let wanted = metric_names(&format!("{rules}\n{dashboard}"));
+    assert!(wanted.len() >= 15, "{wanted:?}");
+    // A read-API request and a check round, as any running installation has seen: their series
+    // (and the catalog's removal, rename and per-result round counters, which start at 0) exist.
+    let mut api = std::net::TcpStream::connect(("127.0.0.1", op.api_port)).unwrap();
+    std::io::Write::write_all(
+        &mut api,
+        format!("GET /api/metalakes/{ns}/catalogs/analytics/schemas/semantic/semantic-model-metrics HTTP/1.0\r\n\r\n").as_bytes(),
+    )
+    .unwrap();
+    let mut answer = String::new();
+    std::io::Read::read_to_string(&mut api, &mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1."), "{answer}");
+    env.kubectl_ok(&[
+        "annotate",
+        "--overwrite",
+        "cat/hr",
+        "-n",
+        ns,
+        "semops.io/check-requested=metrics",
+    ]);
+    let scrape = eventually(Duration::from_secs(60), "a check round counted", || {
+        let scrape = op.scrape();
+        scrape
+            .contains("semops_check_rounds_total{")
+            .then_some(scrape)
+    });
+    // A metric is served when the scrape has a sample of it (prometheus-client leaves out a
+    // family with no series at all) or declares its family (a counter `x` serves `x_total`, a
+    // histogram `x_bucket`, `_sum`, `_count`).
+    let declared: std::collections::BTreeSet<&str> = scrape
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    let sampled: std::collections::BTreeSet<&str> = scrape
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .collect();
+    for name in &wanted {
+        let family = ["_total", "_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s))
+            .unwrap_or(name);
+        assert!(
+            sampled.contains(name.as_str()) || declared.contains(family),
+            "{name} is queried by the chart's alerts or dashboard but not served:\n{scrape}"
+        );
+    }
+    // And it is not vacuous: a misspelt name is caught.
+    assert!(!sampled.contains("semops_registration") && !declared.contains("semops_registration"));
 }

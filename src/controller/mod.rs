@@ -147,6 +147,10 @@ pub enum Error {
     NotOwned(String),
 }
 
+/// The error categories that need a person (conflicts, lost leadership and waits retry by
+/// themselves): the chart's SemopsReconcileErrors alert selects exactly these.
+pub const ALERTED_CATEGORIES: [&str; 4] = ["KubeApi", "Serialize", "NotOwned", "MissingNamespace"];
+
 impl Error {
     pub fn category(&self) -> &str {
         match self {

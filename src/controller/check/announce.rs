@@ -69,15 +69,29 @@ pub(super) async fn committed(
 }
 
 pub(super) fn count_round(ctx: &Context, cat: &Catalog, result: CheckResult) {
-    ctx.metrics
-        .checks
-        .rounds
-        .get_or_create(&RoundLabels {
-            namespace: cat.namespace().unwrap_or_default(),
-            catalog: cat.name_any(),
-            result: format!("{result:?}"),
-        })
-        .inc();
+    let checks = &ctx.metrics.checks;
+    let round = |result: CheckResult| RoundLabels {
+        namespace: cat.namespace().unwrap_or_default(),
+        catalog: cat.name_any(),
+        result: format!("{result:?}"),
+    };
+    // Every series of this catalog starts at 0, so increase() and the alerts see the first
+    // unreachable round, removal or rename too.
+    for other in [
+        CheckResult::Completed,
+        CheckResult::CatalogUnreachable,
+        CheckResult::CatalogChanged,
+        CheckResult::Skipped,
+    ] {
+        drop(checks.rounds.get_or_create(&round(other)));
+    }
+    let labels = CatalogLabels {
+        namespace: cat.namespace().unwrap_or_default(),
+        catalog: cat.name_any(),
+    };
+    drop(checks.removed.get_or_create(&labels));
+    drop(checks.renamed.get_or_create(&labels));
+    checks.rounds.get_or_create(&round(result)).inc();
 }
 
 fn set_state_gauges(ctx: &Context, cat: &Catalog, states: &[RegistrationStatus]) {
