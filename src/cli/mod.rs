@@ -2,6 +2,7 @@
 //! calls [`main`]. Exit codes: 0 success, 1 the answer is a failure (problems found, an API
 //! error), 2 the command could not run (bad arguments, unreadable files, unreachable API).
 
+pub mod complete;
 pub mod crd;
 pub mod finalizers;
 pub mod healthcheck;
@@ -23,7 +24,7 @@ use clap::{Parser, Subcommand};
     long_version = crate::build_info::LONG_VERSION,
     about = "Governs semantic-layer metadata on Kubernetes"
 )]
-struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
 }
@@ -120,6 +121,13 @@ enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Completions in cobra's `__complete` protocol, for kubectl's plugin completion
+    /// (`kubectl_complete-semops` runs `kubectl-semops __complete WORDS...`).
+    #[command(name = "__complete", hide = true)]
+    Complete {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        words: Vec<String>,
+    },
     /// Check manifests offline (contract and model-local rules); exit code 1 on any problem.
     Validate {
         /// Files or directories of YAML manifests.
@@ -158,6 +166,13 @@ pub fn main() -> ExitCode {
         Command::Completion { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(shell, &mut Cli::command(), "semops", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
+        Command::Complete { words } => {
+            use clap::CommandFactory;
+            for line in complete::lines(&Cli::command(), &words) {
+                println!("{line}");
+            }
             ExitCode::SUCCESS
         }
         Command::Healthcheck(args) => healthcheck::main(args),
