@@ -572,13 +572,15 @@ fn the_tpcds_ossie_fixture_is_imported_and_accepted_against_real_tables() {
         "{}/tests/fixtures/ossie/tpcds_semantic_model.yaml",
         support::ROOT
     );
-    let doc: Value = serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let doc: Value = serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let models = import(
         &doc,
         &ImportTarget {
             namespace: Some(ns.to_string()),
             catalog: "analytics".into(),
             schema: "semantic".into(),
+            source_catalog: None,
+            source_schema: None,
         },
     )
     .unwrap();
@@ -619,7 +621,7 @@ fn the_tpcds_ossie_fixture_is_imported_and_accepted_against_real_tables() {
          apiVersion: semops.io/v1alpha1\nkind: Catalog\nmetadata: {{name: tpcds, namespace: {ns}}}\nspec: {{provider: postgresql, connection: {{host: 127.0.0.1, port: {port}, database: {db}, sslMode: disable, credentialsSecretRef: {{name: pg}}}}}}\n---\n\
          apiVersion: semops.io/v1alpha1\nkind: Catalog\nmetadata: {{name: analytics, namespace: {ns}}}\nspec: {{provider: managed, registrations: [{{kind: Schema, name: semantic}}]}}\n---\n{model}",
         port = postgres().port,
-        model = serde_yaml::to_string(&models[0]).unwrap(),
+        model = serde_saphyr::to_string(&models[0]).unwrap(),
     ));
     let _op = Operator::for_namespace(env, ns);
     wait_ready(env, ns, "sm/tpcds-retail-model", "True", "Accepted");

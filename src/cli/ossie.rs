@@ -5,7 +5,6 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::Subcommand;
-use serde::Deserialize as _;
 
 use crate::ossie::interchange::{ImportTarget, export, import};
 
@@ -21,6 +20,12 @@ pub enum OssieCommand {
         /// Home schema of the imported models.
         #[arg(long)]
         schema: String,
+        /// Catalog of dataset sources written without one (`schema.object` or `object`).
+        #[arg(long)]
+        source_catalog: Option<String>,
+        /// Schema of dataset sources written as a bare `object`.
+        #[arg(long)]
+        source_schema: Option<String>,
         #[arg(short = 'n', long)]
         namespace: Option<String>,
     },
@@ -47,11 +52,13 @@ fn run(cmd: OssieCommand) -> anyhow::Result<()> {
             file,
             catalog,
             schema,
+            source_catalog,
+            source_schema,
             namespace,
         } => {
             let text = std::fs::read_to_string(&file)
                 .with_context(|| format!("reading {}", file.display()))?;
-            let doc: serde_json::Value = serde_yaml::from_str(&text)
+            let doc: serde_json::Value = serde_saphyr::from_str(&text)
                 .with_context(|| format!("{} is not YAML", file.display()))?;
             let models = import(
                 &doc,
@@ -59,11 +66,13 @@ fn run(cmd: OssieCommand) -> anyhow::Result<()> {
                     namespace,
                     catalog,
                     schema,
+                    source_catalog,
+                    source_schema,
                 },
             )
             .with_context(|| format!("importing {}", file.display()))?;
             for m in &models {
-                print!("---\n{}", serde_yaml::to_string(m)?);
+                print!("---\n{}", serde_saphyr::to_string(m)?);
             }
             eprintln!("imported {} model(s) from {}", models.len(), file.display());
         }
@@ -71,8 +80,9 @@ fn run(cmd: OssieCommand) -> anyhow::Result<()> {
             let mut models = Vec::new();
             for file in super::validate::collect_files(&path)? {
                 let text = std::fs::read_to_string(&file)?;
-                for doc in serde_yaml::Deserializer::from_str(&text) {
-                    let value = serde_json::Value::deserialize(doc)?;
+                for (line, doc) in super::validate::split_documents(&text) {
+                    let value: serde_json::Value = serde_saphyr::from_str(&doc)
+                        .with_context(|| format!("{}:{line}: not valid YAML", file.display()))?;
                     if value.get("kind").and_then(|k| k.as_str()) == Some("SemanticModel") {
                         let m: crate::crd::SemanticModel = serde_json::from_value(value)
                             .with_context(|| format!("a SemanticModel in {}", file.display()))?;
@@ -80,7 +90,7 @@ fn run(cmd: OssieCommand) -> anyhow::Result<()> {
                     }
                 }
             }
-            print!("{}", serde_yaml::to_string(&export(&models))?);
+            print!("{}", serde_saphyr::to_string(&export(&models))?);
             eprintln!("exported {} model(s)", models.len());
         }
     }
