@@ -38,7 +38,7 @@ fn examples<K: serde::de::DeserializeOwned>(kind: &str) -> Vec<K> {
     for f in files {
         let text = std::fs::read_to_string(&f).unwrap();
         for doc in text.split("\n---\n") {
-            let v: Value = serde_yaml::from_str(doc).unwrap();
+            let v: Value = serde_saphyr::from_str(doc).unwrap();
             if v["kind"] == kind {
                 out.push(serde_json::from_value(v).unwrap());
             }

@@ -167,7 +167,7 @@ fn leader_kills_during_acceptance() {
         metrics[i] += 1;
         let patch = serde_json::from_str::<Value>(
             &serde_json::to_string(
-                &serde_yaml::from_str::<Value>(&model_yaml(&ns.name, i, metrics[i])).unwrap(),
+                &serde_saphyr::from_str::<Value>(&model_yaml(&ns.name, i, metrics[i])).unwrap(),
             )
             .unwrap(),
         )

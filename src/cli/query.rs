@@ -589,10 +589,10 @@ pub fn render(value: &Value, output: Output) -> String {
     let graph = value.get("graphKind").is_some();
     match output {
         Output::Json => serde_json::to_string_pretty(value).unwrap_or_default(),
-        Output::Yaml => serde_yaml::to_string(value).unwrap_or_default(),
+        Output::Yaml => serde_saphyr::to_string(value).unwrap_or_default(),
         Output::Dot if graph => crate::lineage::render::dot(value),
         Output::Mermaid if graph => crate::lineage::render::mermaid(value),
-        Output::Dot | Output::Mermaid => serde_yaml::to_string(value).unwrap_or_default(),
+        Output::Dot | Output::Mermaid => serde_saphyr::to_string(value).unwrap_or_default(),
         Output::Table => {
             let rows: Vec<Vec<String>> = if let Some(ids) =
                 value.get("identifiers").and_then(Value::as_array)
@@ -647,7 +647,7 @@ pub fn render(value: &Value, output: Output) -> String {
                     })
                     .collect()
             } else {
-                return serde_yaml::to_string(value).unwrap_or_default();
+                return serde_saphyr::to_string(value).unwrap_or_default();
             };
             if rows.is_empty() {
                 return "No resources found.\n".into();

@@ -16,7 +16,7 @@ pub struct ChartValue {
 /// The values of `values.yaml` documented with `# -- ` comments (the helm-docs convention), in
 /// file order, with their defaults read from the YAML itself.
 pub fn chart_values(text: &str) -> Result<Vec<ChartValue>, String> {
-    let parsed: Value = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
+    let parsed: Value = serde_saphyr::from_str(text).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     let mut stack: Vec<(usize, String)> = Vec::new();
     let mut comment: Vec<String> = Vec::new();

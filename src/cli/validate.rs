@@ -59,26 +59,48 @@ pub fn collect_files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// Splits a YAML stream into documents with their 1-based starting lines.
-fn split_documents(text: &str) -> Vec<(usize, String)> {
+/// Splits a YAML stream into documents with their 1-based starting lines. A document starts
+/// at `---` (content after it on the same line is kept, a lone `!tag` dropped) and ends at the
+/// next `---` or at `...`; what follows `...` before the next `---` is a new document.
+pub fn split_documents(text: &str) -> Vec<(usize, String)> {
     let mut docs = Vec::new();
     let mut current = String::new();
     let mut start = 1;
+    let mut flush = |current: &mut String, start: usize| {
+        if !current
+            .lines()
+            .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
+        {
+            docs.push((start, current.clone()));
+        }
+        current.clear();
+    };
     for (i, line) in text.lines().enumerate() {
-        if line.trim_end() == "---" || line.starts_with("--- ") {
-            if !current.trim().is_empty() {
-                docs.push((start, std::mem::take(&mut current)));
+        let marker = line.trim_end();
+        if marker == "---" || line.starts_with("--- ") {
+            flush(&mut current, start);
+            start = i + 1;
+            let rest = marker.strip_prefix("---").unwrap_or_default().trim();
+            // `--- !tag` tags the root node; manifests carry no meaning in it.
+            if !rest.is_empty() && !(rest.starts_with('!') && !rest.contains(' ')) {
+                current.push_str(rest);
+                current.push('\n');
+            } else {
+                start = i + 2;
             }
-            current.clear();
+        } else if marker == "..." {
+            flush(&mut current, start);
             start = i + 2;
         } else {
+            if current.is_empty() && line.trim().is_empty() {
+                start = i + 2;
+                continue;
+            }
             current.push_str(line);
             current.push('\n');
         }
     }
-    if !current.trim().is_empty() {
-        docs.push((start, current));
-    }
+    flush(&mut current, start);
     docs
 }
 
@@ -86,10 +108,10 @@ fn split_documents(text: &str) -> Vec<(usize, String)> {
 pub fn parse_file(file: &Path, text: &str, findings: &mut Vec<Finding>) -> Vec<Document> {
     let mut out = Vec::new();
     for (line, doc) in split_documents(text) {
-        let value: Value = match serde_yaml::from_str(&doc) {
+        let value: Value = match serde_saphyr::from_str(&doc) {
             Ok(v) => v,
             Err(e) => {
-                let at = e.location().map_or(line, |l| line + l.line() - 1);
+                let at = e.location().map_or(line, |l| line + l.line() as usize - 1);
                 findings.push(Finding {
                     file: file.display().to_string(),
                     line: at,
@@ -315,6 +337,71 @@ pub fn main(paths: &[PathBuf]) -> std::process::ExitCode {
 
 #[cfg(test)]
 mod tests {
+
+    /// YAML is read as kubectl reads it (YAML 1.1 booleans: an unquoted `yes` or `y` is a
+    /// boolean), and what semops writes reads back as the same strings.
+    #[test]
+    fn yaml_reads_as_kubectl_and_written_strings_read_back_unchanged() {
+        let read: serde_json::Value =
+            serde_saphyr::from_str("a: yes\nb: y\nc: 'yes'\nd: on\n").unwrap();
+        assert_eq!(
+            read,
+            serde_json::json!({"a": true, "b": true, "c": "yes", "d": true})
+        );
+        for text in [
+            "y",
+            "yes",
+            "no",
+            "on",
+            "off",
+            "n",
+            "true",
+            "null",
+            "~",
+            "",
+            "1",
+            "0x1f",
+            "1e3",
+            "010",
+            "2026-12-01",
+            "a: b",
+            "- x",
+            "#x",
+            "x # y",
+            "'q'",
+            "`tick`.`x.y`",
+            "line\nbreak",
+            " lead",
+        ] {
+            let yaml = serde_saphyr::to_string(&serde_json::json!({ "k": text })).unwrap();
+            let back: serde_json::Value = serde_saphyr::from_str(&yaml).unwrap();
+            assert_eq!(back["k"], text, "{text:?} written as {yaml:?}");
+        }
+    }
+
+    #[test]
+    fn documents_split_at_markers_with_their_first_lines() {
+        let cases: &[(&str, &[(usize, &str)])] = &[
+            ("a: 1\n", &[(1, "a: 1\n")]),
+            ("---\na: 1\n---\nb: 2\n", &[(2, "a: 1\n"), (4, "b: 2\n")]),
+            (
+                "a: 1\n...\n---\nb: 2\n...\n",
+                &[(1, "a: 1\n"), (4, "b: 2\n")],
+            ),
+            ("a: 1\n...\nb: 2\n", &[(1, "a: 1\n"), (3, "b: 2\n")]),
+            ("--- !k8s\na: 1\n", &[(2, "a: 1\n")]),
+            ("--- {a: 1}\n---\n", &[(1, "{a: 1}\n")]),
+            ("# only a comment\n---\n\n\na: 1\n", &[(5, "a: 1\n")]),
+            ("---\n---\n", &[]),
+            ("a: |\n  ---x\n  ...y\n", &[(1, "a: |\n  ---x\n  ...y\n")]),
+        ];
+        for (text, want) in cases {
+            let got = split_documents(text);
+            let got: Vec<(usize, &str)> = got.iter().map(|(l, d)| (*l, d.as_str())).collect();
+            assert_eq!(&got, want, "{text:?}");
+        }
+    }
+
     use super::*;
 
     fn run(text: &str) -> Vec<String> {
@@ -329,7 +416,7 @@ mod tests {
     #[test]
     fn reports_file_line_object_path_and_reason() {
         let text = format!(
-            "{CATALOGS}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: ignored}}\n---\napiVersion: semops.io/v1alpha1\nkind: SemanticModel\nmetadata: {{name: m, namespace: ex}}\nspec:\n  catalog: analytics\n  schema: semantic\n  definition:\n    datasets: [{{name: a, source: analytics.semantic.t}}]\n    relationships: [{{name: r, from: a, to: mgr, fromColumns: [x], toColumns: [y]}}]\n"
+            "{CATALOGS}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: ignored}}\n---\napiVersion: semops.io/v1alpha1\nkind: SemanticModel\nmetadata: {{name: m, namespace: ex}}\nspec:\n  catalog: analytics\n  schema: semantic\n  definition:\n    datasets: [{{name: a, source: analytics.semantic.t}}]\n    relationships: [{{name: r, from: a, to: mgr, fromColumns: [x], toColumns: [id]}}]\n"
         );
         assert_eq!(
             run(&text),

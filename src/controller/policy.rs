@@ -93,13 +93,13 @@ mod tests {
     use crate::crd::{CatalogSpec, ReconcilePolicySpec};
 
     fn policy(name: &str, yaml: &str) -> Arc<ReconcilePolicy> {
-        let spec: ReconcilePolicySpec = serde_yaml::from_str(yaml).unwrap();
+        let spec: ReconcilePolicySpec = serde_saphyr::from_str(yaml).unwrap();
         let mut p = ReconcilePolicy::new(name, spec);
         p.metadata.namespace = Some("ns".into());
         Arc::new(p)
     }
     fn catalog(name: &str, tier: &str) -> Arc<Catalog> {
-        let spec: CatalogSpec = serde_yaml::from_str("provider: managed").unwrap();
+        let spec: CatalogSpec = serde_saphyr::from_str("provider: managed").unwrap();
         let mut c = Catalog::new(name, spec);
         c.metadata.labels = Some([("tier".to_string(), tier.to_string())].into());
         Arc::new(c)

@@ -745,7 +745,7 @@ mod tests {
             serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
         assert_eq!(again, m);
         let from_yaml: SemanticModel =
-            serde_yaml::from_str(&serde_yaml::to_string(&m).unwrap()).unwrap();
+            serde_saphyr::from_str(&serde_saphyr::to_string(&m).unwrap()).unwrap();
         assert_eq!(from_yaml, m);
         let from_value: SemanticModel =
             serde_json::from_value(serde_json::to_value(&m).unwrap()).unwrap();

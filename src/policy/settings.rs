@@ -123,7 +123,7 @@ mod tests {
     use crate::crd::{CatalogSpec, ReconcilePolicySpec};
 
     fn catalog(yaml: &str) -> Catalog {
-        let mut c = Catalog::new("hr", serde_yaml::from_str::<CatalogSpec>(yaml).unwrap());
+        let mut c = Catalog::new("hr", serde_saphyr::from_str::<CatalogSpec>(yaml).unwrap());
         c.metadata.namespace = Some("ns".into());
         c
     }
@@ -131,7 +131,7 @@ mod tests {
     fn policy(name: &str, yaml: &str) -> Arc<ReconcilePolicy> {
         let mut p = ReconcilePolicy::new(
             name,
-            serde_yaml::from_str::<ReconcilePolicySpec>(yaml).unwrap(),
+            serde_saphyr::from_str::<ReconcilePolicySpec>(yaml).unwrap(),
         );
         p.metadata.namespace = Some("ns".into());
         Arc::new(p)

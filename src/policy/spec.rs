@@ -35,7 +35,7 @@ mod tests {
 
     #[test]
     fn invalid_specs_name_the_field() {
-        let p: ReconcilePolicySpec = serde_yaml::from_str(
+        let p: ReconcilePolicySpec = serde_saphyr::from_str(
             "interval: 30s\nprobe: {timeout: soon}\ncatalogSelector: {matchExpressions: [{key: a, operator: Like}]}",
         )
         .unwrap();
@@ -50,7 +50,7 @@ mod tests {
     fn the_shortest_interval_is_exactly_one_minute() {
         for (interval, ok) in [("1m", true), ("59s", false), ("60s", true)] {
             let p: ReconcilePolicySpec =
-                serde_yaml::from_str(&format!("interval: {interval}")).unwrap();
+                serde_saphyr::from_str(&format!("interval: {interval}")).unwrap();
             assert_eq!(spec_problems(&p).is_empty(), ok, "{interval}");
         }
     }

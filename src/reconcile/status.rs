@@ -270,7 +270,7 @@ mod tests {
     use crate::crd::catalog::{LastCheck, PolicySource};
 
     fn catalog(yaml: &str) -> Catalog {
-        let spec: CatalogSpec = serde_yaml::from_str(yaml).unwrap();
+        let spec: CatalogSpec = serde_saphyr::from_str(yaml).unwrap();
         let mut c = Catalog::new("hr", spec);
         c.metadata.namespace = Some("ns".into());
         c.metadata.generation = Some(4);
