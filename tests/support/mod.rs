@@ -340,8 +340,8 @@ impl Env {
             "-extfile",
             ext.to_str().unwrap(),
         ]);
-        let admin: serde_yaml::Value =
-            serde_yaml::from_str(&std::fs::read_to_string(&self.kubeconfig).unwrap()).unwrap();
+        let admin: serde_json::Value =
+            serde_saphyr::from_str(&std::fs::read_to_string(&self.kubeconfig).unwrap()).unwrap();
         let cluster = &admin["clusters"][0]["cluster"];
         let out = dir.join("kubeconfig");
         std::fs::write(
@@ -360,8 +360,8 @@ impl Env {
 
     /// A kubeconfig at `out` for this cluster that authenticates with `token` alone.
     pub fn token_kubeconfig(&self, token: &str, out: &Path) {
-        let admin: serde_yaml::Value =
-            serde_yaml::from_str(&std::fs::read_to_string(&self.kubeconfig).unwrap()).unwrap();
+        let admin: serde_json::Value =
+            serde_saphyr::from_str(&std::fs::read_to_string(&self.kubeconfig).unwrap()).unwrap();
         let cluster = &admin["clusters"][0]["cluster"];
         let yaml = format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: {server:?}, certificate-authority: {ca:?}}}\nusers:\n- name: u\n  user: {{token: {token:?}}}\ncontexts:\n- name: c\n  context: {{cluster: c, user: u}}\ncurrent-context: c\n",
@@ -628,7 +628,8 @@ impl Operator {
         sum_samples(&self.scrape(), name, filters)
     }
 
-    fn scrape(&self) -> String {
+    /// The operator's /metrics in Prometheus text format.
+    pub fn scrape(&self) -> String {
         self.http_get("/metrics")
             .unwrap_or_else(|| panic!("cannot scrape /metrics of the operator ({:?})", self.log))
     }
@@ -709,6 +710,38 @@ fn sum_samples(text: &str, name: &str, filters: &[&str]) -> f64 {
 }
 
 /// Polls `f` until it returns Some or `timeout` passes (then panics naming `what`).
+/// `kubectl wait` until every semops object in `ns` is Ready (what a user of the examples does).
+pub fn wait_all_ready(env: &Env, ns: &str) {
+    env.kubectl_ok(&[
+        "wait",
+        "--for=condition=Ready",
+        "sm,cat,rpol",
+        "--all",
+        "-n",
+        ns,
+        "--timeout=60s",
+    ]);
+}
+
+/// A Go tool or harness of ours built by `hack/gotool` (once per test binary and name).
+pub fn gotool(name: &'static str) -> String {
+    static BUILT: std::sync::Mutex<std::collections::BTreeMap<&'static str, String>> =
+        std::sync::Mutex::new(std::collections::BTreeMap::new());
+    let mut built = BUILT.lock().unwrap();
+    built
+        .entry(name)
+        .or_insert_with(|| {
+            let out = Command::new(format!("{ROOT}/hack/gotool"))
+                .arg(name)
+                .stderr(Stdio::inherit())
+                .output()
+                .expect("hack/gotool runs");
+            assert!(out.status.success(), "hack/gotool {name} failed");
+            String::from_utf8(out.stdout).unwrap().trim().to_string()
+        })
+        .clone()
+}
+
 pub fn eventually<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let start = Instant::now();
     loop {
