@@ -151,10 +151,10 @@ fn every_stored_object_round_trips_through_the_regenerated_crds() {
         if let Err(e) = keeps(&stored["spec"], &value["spec"], "spec") {
             panic!("{file}: {kind} pruned or changed by the API server: {e}");
         }
-        if let Some(status) = status {
-            if let Err(e) = keeps(&stored["status"], &status, "status") {
-                panic!("{file}: {kind} status pruned or changed by the API server: {e}");
-            }
+        if let Some(status) = status
+            && let Err(e) = keeps(&stored["status"], &status, "status")
+        {
+            panic!("{file}: {kind} status pruned or changed by the API server: {e}");
         }
     }
 }

@@ -82,7 +82,7 @@ pub fn split_documents(text: &str) -> Vec<(usize, String)> {
             start = i + 1;
             let rest = marker.strip_prefix("---").unwrap_or_default().trim();
             // `--- !tag` tags the root node; manifests carry no meaning in it.
-            if !rest.is_empty() && !(rest.starts_with('!') && !rest.contains(' ')) {
+            if !rest.is_empty() && (!rest.starts_with('!') || rest.contains(' ')) {
                 current.push_str(rest);
                 current.push('\n');
             } else {

@@ -391,7 +391,14 @@ mod tests {
             source_schema: schema.map(str::to_string),
             ..target()
         };
-        let cases: &[(&str, Option<&str>, Option<&str>, Result<&str, &str>)] = &[
+        /// source, --source-catalog, --source-schema, the qualified source or the error's words.
+        type Case<'a> = (
+            &'a str,
+            Option<&'a str>,
+            Option<&'a str>,
+            Result<&'a str, &'a str>,
+        );
+        let cases: &[Case] = &[
             ("orders", Some("hr"), Some("public"), Ok("hr.public.orders")),
             ("sales.orders", Some("hr"), None, Ok("hr.sales.orders")),
             (
