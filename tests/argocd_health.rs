@@ -9,21 +9,12 @@ mod support;
 use std::collections::BTreeSet;
 use std::process::Command;
 
-use support::{ROOT, gotool};
+use support::{ROOT, gotool, run_text};
 
 fn run_tests(dir: &str) -> (bool, String) {
-    let out = Command::new(gotool("argocd-health"))
-        .args(["test", dir])
-        .output()
-        .expect("argocd-health runs");
-    (
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
+    let mut command = Command::new(gotool("argocd-health"));
+    command.args(["test", dir]);
+    run_text(command)
 }
 
 #[test]

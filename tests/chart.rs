@@ -3,28 +3,18 @@
 //! NetworkPolicy, least-privilege RBAC without wildcards, image by digest, the test hook, the
 //! adopter values), plus what the values schema refuses.
 
-use std::path::PathBuf;
+mod support;
+
 use std::process::{Command, Output};
 
 use serde_json::Value;
-
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+use support::{ROOT, gotool, run_text};
 
 fn helm(args: &[&str]) -> Output {
-    let bin = Command::new(format!("{ROOT}/hack/testenv"))
-        .arg("bin-dir")
+    Command::new(support::tool_bin_dir().join("helm"))
+        .args(args)
         .output()
-        .unwrap();
-    let dir = String::from_utf8(bin.stdout).unwrap().trim().to_string();
-    let helm = PathBuf::from(&dir).join("helm");
-    if !helm.exists() {
-        // First use on a fresh machine: build the control-plane tools (helm among them).
-        let built = Command::new(format!("{ROOT}/hack/testenv"))
-            .status()
-            .unwrap();
-        assert!(built.success(), "hack/testenv failed");
-    }
-    Command::new(helm).args(args).output().unwrap()
+        .unwrap()
 }
 
 fn chart() -> String {
@@ -465,26 +455,9 @@ fn the_aggregated_api_and_its_certificate_render_consistently() {
 
 /// promtool built from the Go module proxy (`hack/gotool promtool`).
 fn promtool(dir: &std::path::Path, args: &[&str]) -> (bool, String) {
-    let built = Command::new(format!("{ROOT}/hack/gotool"))
-        .arg("promtool")
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .unwrap();
-    assert!(built.status.success(), "hack/gotool promtool failed");
-    let bin = String::from_utf8(built.stdout).unwrap().trim().to_string();
-    let out = Command::new(bin)
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
+    let mut command = Command::new(gotool("promtool"));
+    command.args(args).current_dir(dir);
+    run_text(command)
 }
 
 fn rendered_rules(release: &str) -> Value {

@@ -8,47 +8,21 @@ mod support;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-use support::{ROOT, gotool};
+use support::{ROOT, gotool, run_text as run};
 
 /// A directory with kubectl (from the test control plane's tools) and kubectl-krew.
 fn tool_path(dir: &Path) -> String {
-    let bin = Command::new(format!("{ROOT}/hack/testenv"))
-        .arg("bin-dir")
-        .output()
-        .unwrap();
-    let kube_bin = PathBuf::from(String::from_utf8(bin.stdout).unwrap().trim());
-    if !kube_bin.join("kubectl").exists() {
-        // First use on a fresh machine: build the control-plane tools (kubectl among them).
-        assert!(
-            Command::new(format!("{ROOT}/hack/testenv"))
-                .status()
-                .unwrap()
-                .success()
-        );
-    }
     let tools = dir.join("tools");
     std::fs::create_dir_all(&tools).unwrap();
-    std::os::unix::fs::symlink(kube_bin.join("kubectl"), tools.join("kubectl")).unwrap();
+    std::os::unix::fs::symlink(
+        support::tool_bin_dir().join("kubectl"),
+        tools.join("kubectl"),
+    )
+    .unwrap();
     std::os::unix::fs::symlink(gotool("krew"), tools.join("kubectl-krew")).unwrap();
     format!("{}:{}", tools.display(), std::env::var("PATH").unwrap())
-}
-
-fn run(mut command: Command) -> (bool, String) {
-    let Output {
-        status,
-        stdout,
-        stderr,
-    } = command.output().unwrap();
-    (
-        status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&stdout),
-            String::from_utf8_lossy(&stderr)
-        ),
-    )
 }
 
 fn validate(path: &str, manifest: &Path, skip_install: bool) -> (bool, String) {

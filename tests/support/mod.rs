@@ -723,6 +723,35 @@ pub fn wait_all_ready(env: &Env, ns: &str) {
     ]);
 }
 
+/// Runs `command`: whether it succeeded, and its stdout followed by its stderr.
+pub fn run_text(mut command: Command) -> (bool, String) {
+    let out = command.output().expect("the command starts");
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// The control-plane tools' directory (kubectl, helm), built first on a fresh machine.
+pub fn tool_bin_dir() -> PathBuf {
+    let bin = Command::new(format!("{ROOT}/hack/testenv"))
+        .arg("bin-dir")
+        .output()
+        .unwrap();
+    let dir = PathBuf::from(String::from_utf8(bin.stdout).unwrap().trim());
+    if !dir.join("kubectl").exists() || !dir.join("helm").exists() {
+        let built = Command::new(format!("{ROOT}/hack/testenv"))
+            .status()
+            .unwrap();
+        assert!(built.success(), "hack/testenv failed");
+    }
+    dir
+}
+
 /// A Go tool or harness of ours built by `hack/gotool` (once per test binary and name).
 pub fn gotool(name: &'static str) -> String {
     static BUILT: std::sync::Mutex<std::collections::BTreeMap<&'static str, String>> =
