@@ -604,13 +604,20 @@ fn models_bound_to_a_dropped_table_see_drift_from_the_round() {
     };
     // Nothing probes until a round runs (the policy's periodic checks are off) ...
     let probes = w.op.metric("semops_probes_total", &[]);
-    support::stays(
-        Duration::from_secs(2),
-        "no probe and no drift before a round",
-        || {
-            w.op.metric("semops_probes_total", &[]) == probes
-                && condition(&sm(&w)["status"], "SourcesCurrent").0 == "True"
-        },
+    let mut seen = (probes, String::new());
+    let quiet = support::holds_for(Duration::from_secs(2), || {
+        seen = (
+            w.op.metric("semops_probes_total", &[]),
+            condition(&sm(&w)["status"], "SourcesCurrent").0,
+        );
+        seen.0 == probes && seen.1 == "True"
+    });
+    assert!(
+        quiet,
+        "no probe and no drift before a round: probes {probes} -> {}, SourcesCurrent {:?}\n{}",
+        seen.0,
+        seen.1,
+        w.op.logs()
     );
     // ... and the round's answers feed the model.
     let s = w.check("wh");
