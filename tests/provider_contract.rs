@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use semops::catalog::observe::{Target, observe};
 use semops::catalog::registry::{AnyProvider, build};
-use semops::catalog::{CatalogProvider, ObjectType, Probe, ProbeTarget, ProviderError};
+use semops::catalog::{CatalogProvider, Column, ObjectType, Probe, ProbeTarget, ProviderError};
 use semops::crd::catalog::Provider;
 use semops::policy::settings::ProbeLimits;
 use support::db::{Server, mariadb, postgres, settings, unique};
@@ -237,38 +237,83 @@ async fn names_are_exact_case_sensitive_and_may_hold_dots_quotes_spaces_and_unic
             "{system:?}: case matters"
         );
         assert_eq!(
-            f.provider.columns(&f.schema, "with.dot").await.unwrap(),
+            names_of(f.provider.columns(&f.schema, "with.dot").await.unwrap()),
             Some(vec!["id".to_string()]),
             "{system:?}"
         );
     }
 }
 
+fn names_of(cols: Option<Vec<Column>>) -> Option<Vec<String>> {
+    cols.map(|v| v.into_iter().map(|c| c.name).collect())
+}
+
 #[tokio::test]
-async fn columns_are_listed_in_order_and_a_missing_relation_has_none() {
+async fn columns_are_listed_in_order_with_types_and_a_missing_relation_has_none() {
     for system in SYSTEMS {
         let f = system.fresh();
         f.sql(&format!(
-            "CREATE TABLE {}(id int, name varchar(20), salary numeric(10,2)); CREATE VIEW {} AS SELECT id, name FROM {};",
+            "CREATE TABLE {}(id int, name varchar(20), salary numeric(10,2)); CREATE VIEW {} AS SELECT id, name FROM {}; CREATE TABLE {}(x int);",
             f.qualified("e"),
             f.qualified("ev"),
-            f.qualified("e")
+            f.qualified("e"),
+            f.qualified("other"),
         ));
-        let cols = |v: &[&str]| Some(v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let (int, varchar, numeric) = match system {
+            System::Postgres => ("integer", "character varying(20)", "numeric(10,2)"),
+            System::Mariadb => ("int(11)", "varchar(20)", "decimal(10,2)"),
+        };
+        let e = vec![
+            Column::new("id", int),
+            Column::new("name", varchar),
+            Column::new("salary", numeric),
+        ];
         assert_eq!(
             f.provider.columns(&f.schema, "e").await.unwrap(),
-            cols(&["id", "name", "salary"]),
+            Some(e.clone()),
             "{system:?}"
         );
         assert_eq!(
-            f.provider.columns(&f.schema, "ev").await.unwrap(),
-            cols(&["id", "name"]),
+            names_of(f.provider.columns(&f.schema, "ev").await.unwrap()),
+            Some(vec!["id".to_string(), "name".to_string()]),
             "{system:?}"
         );
         assert_eq!(
             f.provider.columns(&f.schema, "missing").await.unwrap(),
             None,
             "{system:?}"
+        );
+        // Many relations in one question: the same lists; the missing one and schemas left out.
+        let all = f
+            .provider
+            .columns_of(&[
+                f.table("e"),
+                f.table("missing"),
+                ProbeTarget::schema(&f.schema),
+                f.table("ev"),
+            ])
+            .await
+            .unwrap();
+        assert_eq!(all.len(), 2, "{system:?}: {all:?}");
+        assert_eq!(all[&f.table("e")], e, "{system:?}");
+        assert_eq!(
+            names_of(all.get(&f.table("ev")).cloned()),
+            Some(vec!["id".to_string(), "name".to_string()]),
+            "{system:?}"
+        );
+        // A type change shows in the list.
+        let alter = match system {
+            System::Postgres => format!(
+                "ALTER TABLE {} ALTER COLUMN salary TYPE bigint;",
+                f.qualified("e")
+            ),
+            System::Mariadb => format!("ALTER TABLE {} MODIFY salary bigint;", f.qualified("e")),
+        };
+        f.sql(&alter);
+        let after = f.provider.columns_of(&[f.table("e")]).await.unwrap();
+        assert!(
+            after[&f.table("e")][2].data_type.starts_with("bigint"),
+            "{system:?}: {after:?}"
         );
     }
 }
@@ -379,7 +424,9 @@ async fn a_batched_observation_matches_single_probes_and_finds_renamed_ids() {
             concurrency: 3,
             batch_size: 7,
         };
-        let seen = observe(&f.provider, &planned, limits, &count)
+        // Column lists of present targets only: t1's are read (one batch), the renamed t5's not.
+        let column_targets = [f.table("t1"), f.table("t5")];
+        let seen = observe(&f.provider, &planned, &column_targets, limits, &count)
             .await
             .unwrap();
         for (t, want) in targets.iter().zip(&truth) {
@@ -397,9 +444,14 @@ async fn a_batched_observation_matches_single_probes_and_finds_renamed_ids() {
             "{system:?}"
         );
         assert_eq!(
+            seen.columns.keys().collect::<Vec<_>>(),
+            vec![&f.table("t1")],
+            "{system:?}"
+        );
+        assert_eq!(
             requests.into_inner(),
-            targets.len().div_ceil(7) + 1,
-            "{system:?}: one request per batch plus one id lookup"
+            targets.len().div_ceil(7) + 2,
+            "{system:?}: one request per batch, one id lookup, one column batch"
         );
     }
 }

@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use semops::catalog::postgres::PostgresProvider;
-use semops::catalog::{CatalogProvider, ObjectType, Probe, ProbeTarget};
+use semops::catalog::{CatalogProvider, Column, ObjectType, Probe, ProbeTarget};
 use support::db::{postgres, unique};
 use support::eventually;
 
@@ -80,7 +80,19 @@ async fn a_renamed_schema_keeps_its_id_and_dropped_columns_are_not_listed() {
     let (_, schema_id) = present_id(&p.probe(&[ProbeTarget::schema("s")]).await.unwrap()[0]);
     assert_eq!(
         p.columns("s", "e").await.unwrap(),
-        Some(vec!["id".into(), "name".into()])
+        Some(vec![
+            Column::new("id", "integer"),
+            Column::new("name", "text")
+        ])
+    );
+    // The batched form leaves the dropped column out too.
+    let all = p
+        .columns_of(&[ProbeTarget::relation("s", "e")])
+        .await
+        .unwrap();
+    assert_eq!(
+        all[&ProbeTarget::relation("s", "e")],
+        vec![Column::new("id", "integer"), Column::new("name", "text")]
     );
     postgres().psql(&db, "ALTER SCHEMA s RENAME TO s2;");
     assert_eq!(

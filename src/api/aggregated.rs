@@ -16,7 +16,7 @@ use super::auth::Asker;
 use super::error;
 use super::extract::{Path, Query};
 use super::paths::{self, GROUP, GROUP_VERSION, VERSION};
-use super::{checks, lineage, routes};
+use super::{checks, impact, lineage, routes};
 use crate::ossie::source_ref::split_segments;
 
 type S = State<Arc<ApiState>>;
@@ -52,6 +52,22 @@ pub fn routes(router: Router<Arc<ApiState>>) -> Router<Arc<ApiState>> {
             get(|s: S, Path((ns, n)): NsName, a: Asker| {
                 lineage::source_lineage(s, Path((ns, "view".into(), n)), a)
             }),
+        )
+        .route(
+            paths::AGG_TABLE_IMPACT,
+            get(
+                |s: S, Path((ns, n)): NsName, q: Query<impact::ImpactQuery>, a: Asker| {
+                    impact::source_impact(s, Path((ns, "table".into(), n)), q, a)
+                },
+            ),
+        )
+        .route(
+            paths::AGG_VIEW_IMPACT,
+            get(
+                |s: S, Path((ns, n)): NsName, q: Query<impact::ImpactQuery>, a: Asker| {
+                    impact::source_impact(s, Path((ns, "view".into(), n)), q, a)
+                },
+            ),
         )
         .route(paths::AGG_SCHEMA_METRICS, get(schema_metrics))
         .route(paths::AGG_SCHEMA_MODELS, get(schema_models))
@@ -200,7 +216,13 @@ pub fn openapi_document() -> Value {
                     .as_array()
                     .into_iter()
                     .flatten()
-                    .filter(|p| p["in"] == "query" && !twin.contains("{object_type}"))
+                    // The by-parts lookups' catalog/schema/name are the aggregated `{name}`.
+                    .filter(|p| {
+                        p["in"] == "query"
+                            && !(twin.contains("{object_type}")
+                                && ["catalog", "schema", "name"]
+                                    .contains(&p["name"].as_str().unwrap_or("")))
+                    })
                     .cloned(),
             );
             op["parameters"] = Value::Array(parameters);
@@ -263,8 +285,10 @@ mod tests {
                 ("schemas/metrics", "get"),
                 ("schemas/models", "get"),
                 ("tables/datasets", "get"),
+                ("tables/impact", "get"),
                 ("tables/lineage", "get"),
                 ("views/datasets", "get"),
+                ("views/impact", "get"),
                 ("views/lineage", "get"),
             ]
         );

@@ -8,6 +8,7 @@ pub mod checks;
 pub mod error;
 pub mod extract;
 pub mod front_proxy;
+pub mod impact;
 pub mod lineage;
 pub mod listen;
 pub mod openapi;
@@ -104,6 +105,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
             paths::SOURCE_LINEAGE_BY_PARTS,
             get(lineage::source_lineage_by_parts),
         )
+        .route(paths::SOURCE_IMPACT, get(impact::source_impact))
         .route(
             "/openapi.json",
             get(|| async {

@@ -112,6 +112,16 @@ pub const ROUTES: &[Route] = &[
             ("name", "table or view name"),
         ],
     },
+    Route {
+        method: "get",
+        path: SOURCE_IMPACT,
+        summary: "Change impact: which models, datasets, keys, relationships, fields and metrics (with stable ids) would break if these columns of a table or view, or the whole object, went away (only models the caller may get)",
+        response: "ImpactReport",
+        query: &[(
+            "columns",
+            "comma-separated column names (at most 256); absent: the whole object",
+        )],
+    },
 ];
 
 /// The whole document.
@@ -132,6 +142,10 @@ pub fn document() -> Value {
             generator.subschema_for::<super::checks::RegistrationList>(),
         ),
         ("Graph", generator.subschema_for::<crate::lineage::Graph>()),
+        (
+            "ImpactReport",
+            generator.subschema_for::<super::impact::ImpactReport>(),
+        ),
         (
             "ReconcileRequest",
             generator.subschema_for::<super::checks::ReconcileRequest>(),

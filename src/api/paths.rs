@@ -20,6 +20,7 @@ pub const MODEL_LINEAGE: &str =
     "/api/metalakes/{ns}/catalogs/{catalog}/schemas/{schema}/semantic-models/{name}/lineage";
 pub const SOURCE_LINEAGE: &str = "/api/metalakes/{ns}/objects/{object_type}/{full_name}/lineage";
 pub const SOURCE_LINEAGE_BY_PARTS: &str = "/api/metalakes/{ns}/objects/{object_type}/lineage";
+pub const SOURCE_IMPACT: &str = "/api/metalakes/{ns}/objects/{object_type}/{full_name}/impact";
 
 /// The aggregated API's group and version (the chart's `APIService` `v1alpha1.query.semops.io`).
 pub const GROUP: &str = "query.semops.io";
@@ -37,6 +38,8 @@ pub const AGG_TABLE_DATASETS: &str = aggregated!("tables/{name}/datasets");
 pub const AGG_VIEW_DATASETS: &str = aggregated!("views/{name}/datasets");
 pub const AGG_TABLE_LINEAGE: &str = aggregated!("tables/{name}/lineage");
 pub const AGG_VIEW_LINEAGE: &str = aggregated!("views/{name}/lineage");
+pub const AGG_TABLE_IMPACT: &str = aggregated!("tables/{name}/impact");
+pub const AGG_VIEW_IMPACT: &str = aggregated!("views/{name}/impact");
 pub const AGG_SCHEMA_METRICS: &str = aggregated!("schemas/{name}/metrics");
 pub const AGG_SCHEMA_MODELS: &str = aggregated!("schemas/{name}/models");
 pub const AGG_MODEL: &str = aggregated!("models/{name}");
@@ -52,6 +55,8 @@ pub const AGGREGATED: &[(&str, &str)] = &[
     (AGG_VIEW_DATASETS, SOURCE_DATASETS),
     (AGG_TABLE_LINEAGE, SOURCE_LINEAGE),
     (AGG_VIEW_LINEAGE, SOURCE_LINEAGE),
+    (AGG_TABLE_IMPACT, SOURCE_IMPACT),
+    (AGG_VIEW_IMPACT, SOURCE_IMPACT),
     (AGG_SCHEMA_METRICS, SCHEMA_METRICS),
     (AGG_SCHEMA_MODELS, MODELS),
     (AGG_MODEL, MODEL),

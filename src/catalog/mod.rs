@@ -70,6 +70,23 @@ pub enum Probe {
     Absent,
 }
 
+/// A column of a table or view: its name and the type the system reports for it (`integer`,
+/// `character varying(20)`, `decimal(10,2)`), compared as text to notice a type change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Column {
+    pub name: String,
+    pub data_type: String,
+}
+
+impl Column {
+    pub fn new(name: impl Into<String>, data_type: impl Into<String>) -> Self {
+        Column {
+            name: name.into(),
+            data_type: data_type.into(),
+        }
+    }
+}
+
 /// An object found by its native id (rename detection).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Found {
@@ -164,9 +181,27 @@ pub trait CatalogProvider {
     async fn probe(&self, targets: &[ProbeTarget]) -> Result<Vec<Probe>, ProviderError>;
     /// Finds the object that currently carries `native_id`, whatever its name now.
     async fn find_by_id(&self, native_id: &str) -> Result<Option<Found>, ProviderError>;
-    /// Column names of a table or view in ordinal order; `None` when it does not exist.
+    /// Columns of a table or view in ordinal order; `None` when it does not exist.
     async fn columns(&self, schema: &str, name: &str)
-    -> Result<Option<Vec<String>>, ProviderError>;
+    -> Result<Option<Vec<Column>>, ProviderError>;
+    /// Columns of many relations in one question where the system allows (column drift asks
+    /// for every bound source of a catalog at once). Relations that do not exist, or have no
+    /// columns, are left out; any failure fails the whole call.
+    async fn columns_of(
+        &self,
+        targets: &[ProbeTarget],
+    ) -> Result<std::collections::HashMap<ProbeTarget, Vec<Column>>, ProviderError> {
+        let mut out = std::collections::HashMap::new();
+        for t in targets {
+            if let ProbeTarget::Relation { schema, name } = t
+                && let Some(cols) = self.columns(schema, name).await?
+                && !cols.is_empty()
+            {
+                out.insert(t.clone(), cols);
+            }
+        }
+        Ok(out)
+    }
     /// Which server and database answers (a removal only counts misses seen on the server the
     /// registrations were recorded on).
     async fn server_identity(&self) -> Result<String, ProviderError>;

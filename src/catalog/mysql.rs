@@ -10,6 +10,7 @@
 //! nothing, and which server they were recorded on is tracked apart (`server_identity`: MySQL's
 //! `server_uuid`, MariaDB's `server_id`), so a failover is recognized instead of guessed.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
@@ -17,8 +18,8 @@ use mysql_async::{Opts, OptsBuilder, Pool, PoolConstraints, PoolOpts, SslOpts};
 use tokio::sync::OnceCell;
 
 use super::{
-    CatalogProvider, ConnectionSettings, Found, ObjectType, Probe, ProbeTarget, ProviderError,
-    with_deadline,
+    CatalogProvider, Column, ConnectionSettings, Found, ObjectType, Probe, ProbeTarget,
+    ProviderError, with_deadline,
 };
 use crate::crd::catalog::SslMode;
 
@@ -250,20 +251,9 @@ impl MysqlProvider {
     async fn probe_batch(&self, targets: &[ProbeTarget]) -> Result<Vec<Probe>, ProviderError> {
         let mut conn = self.conn().await?;
         let facts = self.facts(&mut conn).await?;
-        let fold = |s: &str| {
-            if facts.lower_case_table_names == 0 {
-                s.to_string()
-            } else {
-                s.to_lowercase()
-            }
-        };
-        let cmp = |col: &str, j: &str| {
-            if facts.lower_case_table_names == 0 {
-                format!("BINARY {col} = BINARY {j}")
-            } else {
-                format!("BINARY LOWER({col}) = BINARY {j}")
-            }
-        };
+        let lower = facts.lower_case_table_names != 0;
+        let fold = |s: &str| fold(lower, s);
+        let cmp = |col: &str, j: &str| name_match(lower, col, j);
         let mut answers = vec![Probe::Absent; targets.len()];
         let pairs: Vec<(usize, String, String)> = targets
             .iter()
@@ -275,10 +265,8 @@ impl MysqlProvider {
             .collect();
         let json = serde_json::to_string(&pairs.iter().map(|(_, s, n)| [s, n]).collect::<Vec<_>>())
             .expect("strings serialize");
-        // utf8mb4 columns: the server default (latin1) would turn other scripts into '?'.
-        let jt = "JSON_TABLE(?, '$[*]' COLUMNS(ord FOR ORDINALITY, s VARCHAR(1024) CHARACTER SET utf8mb4 PATH '$[0]', n VARCHAR(1024) CHARACTER SET utf8mb4 PATH '$[1]')) j";
         let sql = format!(
-            "SELECT j.ord, sc.SCHEMA_NAME IS NOT NULL, t.TABLE_TYPE, t.TABLE_SCHEMA, t.TABLE_NAME FROM {jt} \
+            "SELECT j.ord, sc.SCHEMA_NAME IS NOT NULL, t.TABLE_TYPE, t.TABLE_SCHEMA, t.TABLE_NAME FROM {JSON_PAIRS} \
              LEFT JOIN information_schema.SCHEMATA sc ON {} \
              LEFT JOIN information_schema.TABLES t ON j.n <> '' AND {} AND {} ORDER BY j.ord",
             cmp("sc.SCHEMA_NAME", "j.s"),
@@ -469,36 +457,99 @@ impl MysqlProvider {
         &self,
         schema: &str,
         name: &str,
-    ) -> Result<Option<Vec<String>>, ProviderError> {
+    ) -> Result<Option<Vec<Column>>, ProviderError> {
         // The probe confirms existence (or fails loudly) before columns are read.
+        let target = ProbeTarget::relation(schema, name);
         if self
-            .probe_batch(&[ProbeTarget::relation(schema, name)])
+            .probe_batch(std::slice::from_ref(&target))
             .await?
             .first()
             == Some(&Probe::Absent)
         {
             return Ok(None);
         }
+        Ok(Some(
+            self.columns_of_inner(std::slice::from_ref(&target))
+                .await?
+                .remove(&target)
+                .unwrap_or_default(),
+        ))
+    }
+
+    /// Every column of every relation target, in one query (names compared the way the server
+    /// compares table names).
+    async fn columns_of_inner(
+        &self,
+        targets: &[ProbeTarget],
+    ) -> Result<HashMap<ProbeTarget, Vec<Column>>, ProviderError> {
+        let relations: Vec<(&String, &String, &ProbeTarget)> = targets
+            .iter()
+            .filter_map(|t| match t {
+                ProbeTarget::Relation { schema, name } => Some((schema, name, t)),
+                ProbeTarget::Schema { .. } => None,
+            })
+            .collect();
+        let mut out: HashMap<ProbeTarget, Vec<Column>> = HashMap::new();
+        if relations.is_empty() {
+            return Ok(out);
+        }
         let mut conn = self.conn().await?;
         let facts = self.facts(&mut conn).await?;
-        let (s, n, cmp) = if facts.lower_case_table_names == 0 {
-            (
-                schema.to_string(),
-                name.to_string(),
-                "BINARY TABLE_SCHEMA = BINARY ? AND BINARY TABLE_NAME = BINARY ?",
-            )
-        } else {
-            (
-                schema.to_lowercase(),
-                name.to_lowercase(),
-                "BINARY LOWER(TABLE_SCHEMA) = BINARY ? AND BINARY LOWER(TABLE_NAME) = BINARY ?",
-            )
-        };
-        let cols: Vec<String> = conn
-            .exec(format!("SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE {cmp} ORDER BY ORDINAL_POSITION"), (s, n))
+        let lower = facts.lower_case_table_names != 0;
+        let json = serde_json::to_string(
+            &relations
+                .iter()
+                .map(|(s, n, _)| [fold(lower, s), fold(lower, n)])
+                .collect::<Vec<_>>(),
+        )
+        .expect("strings serialize");
+        let sql = format!(
+            "SELECT j.ord, c.COLUMN_NAME, c.COLUMN_TYPE FROM {JSON_PAIRS} \
+             JOIN information_schema.COLUMNS c ON {} AND {} ORDER BY j.ord, c.ORDINAL_POSITION",
+            name_match(lower, "c.TABLE_SCHEMA", "j.s"),
+            name_match(lower, "c.TABLE_NAME", "j.n"),
+        );
+        let rows: Vec<(u64, String, String)> = conn
+            .exec(sql, (json,))
             .await
             .map_err(|e| self.classify(&e))?;
-        Ok(Some(cols))
+        for (ord, column, data_type) in rows {
+            let Some((_, _, target)) = usize::try_from(ord)
+                .ok()
+                .and_then(|o| o.checked_sub(1))
+                .and_then(|i| relations.get(i))
+            else {
+                return Err(ProviderError::Protocol(format!(
+                    "column row for unknown relation {ord}"
+                )));
+            };
+            out.entry((*target).clone())
+                .or_default()
+                .push(Column::new(column, data_type));
+        }
+        Ok(out)
+    }
+}
+
+/// `(schema, name)` pairs as a table: `j.ord`, `j.s`, `j.n` (utf8mb4: the server default,
+/// latin1, would turn other scripts into '?').
+const JSON_PAIRS: &str = "JSON_TABLE(?, '$[*]' COLUMNS(ord FOR ORDINALITY, s VARCHAR(1024) CHARACTER SET utf8mb4 PATH '$[0]', n VARCHAR(1024) CHARACTER SET utf8mb4 PATH '$[1]')) j";
+
+/// A name as the server stores it: lower case when `lower_case_table_names` is set.
+fn fold(lower: bool, s: &str) -> String {
+    if lower {
+        s.to_lowercase()
+    } else {
+        s.to_string()
+    }
+}
+
+/// Byte-exact comparison of a stored name with a folded one.
+fn name_match(lower: bool, column: &str, folded: &str) -> String {
+    if lower {
+        format!("BINARY LOWER({column}) = BINARY {folded}")
+    } else {
+        format!("BINARY {column} = BINARY {folded}")
     }
 }
 
@@ -526,8 +577,15 @@ impl CatalogProvider for MysqlProvider {
         &self,
         schema: &str,
         name: &str,
-    ) -> Result<Option<Vec<String>>, ProviderError> {
+    ) -> Result<Option<Vec<Column>>, ProviderError> {
         with_deadline(self.deadline(), self.columns_inner(schema, name)).await
+    }
+
+    async fn columns_of(
+        &self,
+        targets: &[ProbeTarget],
+    ) -> Result<HashMap<ProbeTarget, Vec<Column>>, ProviderError> {
+        with_deadline(self.deadline(), self.columns_of_inner(targets)).await
     }
 
     async fn server_identity(&self) -> Result<String, ProviderError> {

@@ -9,7 +9,7 @@ use futures::{StreamExt, TryStreamExt};
 
 use std::collections::HashMap;
 
-use super::{CatalogProvider, Found, Probe, ProbeTarget, ProviderError, with_deadline};
+use super::{CatalogProvider, Column, Found, Probe, ProbeTarget, ProviderError, with_deadline};
 use crate::policy::settings::ProbeLimits;
 
 /// One target to probe by name, with the native ids recorded for it (looked up by id when the
@@ -26,13 +26,17 @@ pub struct Observations {
     pub by_name: HashMap<ProbeTarget, Probe>,
     /// For each recorded id whose name was absent: where it lives now, if anywhere.
     pub by_id: HashMap<String, Option<Found>>,
+    /// Column lists of the present targets that were asked for them (column drift).
+    pub columns: HashMap<ProbeTarget, Vec<Column>>,
 }
 
-/// Probes every target and looks up the ids of absent ones. `on_probe` sees each request's
-/// latency (for the probe-latency metric).
+/// Probes every target, looks up the ids of absent ones, and reads the columns of the present
+/// ones among `column_targets` (one question per batch). `on_probe` sees each request's latency
+/// (for the probe-latency metric).
 pub async fn observe<P: CatalogProvider>(
     provider: &P,
     targets: &[Target],
+    column_targets: &[ProbeTarget],
     limits: ProbeLimits,
     on_probe: &(dyn Fn(Duration) + Send + Sync),
 ) -> Result<Observations, ProviderError> {
@@ -81,5 +85,25 @@ pub async fn observe<P: CatalogProvider>(
         .try_collect()
         .await?;
     out.by_id.extend(found);
+    let present: Vec<ProbeTarget> = column_targets
+        .iter()
+        .filter(|t| matches!(out.by_name.get(t), Some(Probe::Present { .. })))
+        .cloned()
+        .collect();
+    let lists: Vec<HashMap<ProbeTarget, Vec<Column>>> = futures::stream::iter(
+        present
+            .chunks(limits.batch_size.max(1))
+            .map(<[ProbeTarget]>::to_vec),
+    )
+    .map(|batch| async move {
+        let started = Instant::now();
+        let lists = with_deadline(limits.timeout, provider.columns_of(&batch)).await?;
+        on_probe(started.elapsed());
+        Ok::<_, ProviderError>(lists)
+    })
+    .buffer_unordered(concurrency)
+    .try_collect()
+    .await?;
+    out.columns = lists.into_iter().flatten().collect();
     Ok(out)
 }

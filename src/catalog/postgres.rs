@@ -7,6 +7,7 @@
 //! recreate allocates a new oid, and the system identifier + database oid keep ids distinct
 //! across servers and databases.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
@@ -16,8 +17,8 @@ use tokio_postgres::error::SqlState;
 use super::pg_guard::{AuthGuard, GuardedTls, Refuse};
 use super::tls::tls_config;
 use super::{
-    CatalogProvider, ConnectionSettings, Found, ObjectType, Probe, ProbeTarget, ProviderError,
-    with_deadline,
+    CatalogProvider, Column, ConnectionSettings, Found, ObjectType, Probe, ProbeTarget,
+    ProviderError, with_deadline,
 };
 use crate::crd::catalog::SslMode;
 
@@ -285,12 +286,12 @@ impl PostgresProvider {
         &self,
         schema: &str,
         name: &str,
-    ) -> Result<Option<Vec<String>>, ProviderError> {
+    ) -> Result<Option<Vec<Column>>, ProviderError> {
         let client = self.client().await?;
         let rows = client
             .query(
                 &format!(
-                    "SELECT c.oid::bigint, a.attname::text FROM pg_catalog.pg_class c \
+                    "SELECT c.oid::bigint, a.attname::text, format_type(a.atttypid, a.atttypmod) FROM pg_catalog.pg_class c \
                      JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
                      LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped \
                      WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN {RELKINDS} ORDER BY a.attnum"
@@ -304,9 +305,63 @@ impl PostgresProvider {
         }
         Ok(Some(
             rows.iter()
-                .filter_map(|r| r.get::<_, Option<String>>(1))
+                .filter_map(|r| {
+                    let name = r.get::<_, Option<String>>(1)?;
+                    Some(Column::new(
+                        name,
+                        r.get::<_, Option<String>>(2).unwrap_or_default(),
+                    ))
+                })
                 .collect(),
         ))
+    }
+
+    /// Every column of every relation target, in one query.
+    async fn columns_of_inner(
+        &self,
+        targets: &[ProbeTarget],
+    ) -> Result<HashMap<ProbeTarget, Vec<Column>>, ProviderError> {
+        let relations: Vec<(&String, &String, &ProbeTarget)> = targets
+            .iter()
+            .filter_map(|t| match t {
+                ProbeTarget::Relation { schema, name } => Some((schema, name, t)),
+                ProbeTarget::Schema { .. } => None,
+            })
+            .collect();
+        let mut out: HashMap<ProbeTarget, Vec<Column>> = HashMap::new();
+        if relations.is_empty() {
+            return Ok(out);
+        }
+        let schemas: Vec<&str> = relations.iter().map(|r| r.0.as_str()).collect();
+        let names: Vec<&str> = relations.iter().map(|r| r.1.as_str()).collect();
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                &format!(
+                    "SELECT t.ord::bigint, a.attname::text, format_type(a.atttypid, a.atttypmod) \
+                     FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(s, r, ord) \
+                     JOIN pg_catalog.pg_namespace n ON n.nspname = t.s \
+                     JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = t.r AND c.relkind IN {RELKINDS} \
+                     JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped \
+                     ORDER BY t.ord, a.attnum"
+                ),
+                &[&schemas, &names],
+            )
+            .await
+            .map_err(|e| self.classify(&e))?;
+        for r in rows {
+            let ord: i64 = r.get(0);
+            let Some((_, _, target)) = usize::try_from(ord - 1).ok().and_then(|i| relations.get(i))
+            else {
+                return Err(ProviderError::Protocol(format!(
+                    "column row for unknown relation {ord}"
+                )));
+            };
+            out.entry((*target).clone())
+                .or_default()
+                .push(Column::new(r.get::<_, String>(1), r.get::<_, String>(2)));
+        }
+        Ok(out)
     }
 }
 
@@ -335,8 +390,15 @@ impl CatalogProvider for PostgresProvider {
         &self,
         schema: &str,
         name: &str,
-    ) -> Result<Option<Vec<String>>, ProviderError> {
+    ) -> Result<Option<Vec<Column>>, ProviderError> {
         with_deadline(self.deadline(), self.columns_inner(schema, name)).await
+    }
+
+    async fn columns_of(
+        &self,
+        targets: &[ProbeTarget],
+    ) -> Result<HashMap<ProbeTarget, Vec<Column>>, ProviderError> {
+        with_deadline(self.deadline(), self.columns_of_inner(targets)).await
     }
 
     async fn server_identity(&self) -> Result<String, ProviderError> {

@@ -16,8 +16,8 @@ use super::mysql::MysqlProvider;
 use super::postgres::PostgresProvider;
 use super::secrets;
 use super::{
-    CatalogProvider, ClientCertificate, ConnectionSettings, Credentials, Found, Probe, ProbeTarget,
-    ProviderError,
+    CatalogProvider, ClientCertificate, Column, ConnectionSettings, Credentials, Found, Probe,
+    ProbeTarget, ProviderError,
 };
 use crate::crd::Catalog;
 use crate::crd::catalog::{Connection, Provider};
@@ -56,11 +56,21 @@ impl CatalogProvider for AnyProvider {
         &self,
         schema: &str,
         name: &str,
-    ) -> Result<Option<Vec<String>>, ProviderError> {
+    ) -> Result<Option<Vec<Column>>, ProviderError> {
         match self {
             AnyProvider::Postgres(p) => p.columns(schema, name).await,
             AnyProvider::Mysql(p) => p.columns(schema, name).await,
             AnyProvider::Kafka(p) => p.columns(schema, name).await,
+        }
+    }
+    async fn columns_of(
+        &self,
+        targets: &[ProbeTarget],
+    ) -> Result<HashMap<ProbeTarget, Vec<Column>>, ProviderError> {
+        match self {
+            AnyProvider::Postgres(p) => p.columns_of(targets).await,
+            AnyProvider::Mysql(p) => p.columns_of(targets).await,
+            AnyProvider::Kafka(p) => p.columns_of(targets).await,
         }
     }
     async fn server_identity(&self) -> Result<String, ProviderError> {

@@ -92,6 +92,21 @@ enum Command {
         #[command(flatten)]
         api: query::ApiArgs,
     },
+    /// What would break if columns of a table or view (or the whole object) went away: the
+    /// models, datasets, keys, relationships, fields and metrics that use them (read API). Exit
+    /// code 3 when something would break: a migration's CI step can stop on it.
+    Impact {
+        /// table or view.
+        #[arg(value_enum)]
+        object_type: query::SourceType,
+        /// catalog.schema.name, backtick-quoted segments for dots.
+        full_name: String,
+        /// Comma-separated column names; without it, the whole object.
+        #[arg(long, value_delimiter = ',')]
+        columns: Vec<String>,
+        #[command(flatten)]
+        api: query::ApiArgs,
+    },
     /// Convert between Apache Ossie YAML and SemanticModel resources.
     #[command(subcommand)]
     Ossie(ossie::OssieCommand),
@@ -222,6 +237,19 @@ pub fn main() -> ExitCode {
             }
         },
         Command::Ossie(cmd) => ossie::main(cmd),
+        Command::Impact {
+            object_type,
+            full_name,
+            columns,
+            api,
+        } => query::main(
+            &api,
+            query::Query::Impact {
+                object_type: object_type.as_str().into(),
+                full_name,
+                columns,
+            },
+        ),
         Command::Lookup {
             object_type,
             full_name,

@@ -35,6 +35,22 @@ pub enum LineageRoot {
     View,
 }
 
+/// A table or a view.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SourceType {
+    Table,
+    View,
+}
+
+impl SourceType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SourceType::Table => "table",
+            SourceType::View => "view",
+        }
+    }
+}
+
 /// Where and as whom the query verbs ask.
 #[derive(clap::Args)]
 pub struct ApiArgs {
@@ -92,6 +108,12 @@ pub enum Query {
     },
     Stale {
         catalog: String,
+    },
+    /// What breaks if `columns` (or, when empty, the whole object) went away.
+    Impact {
+        object_type: String,
+        full_name: String,
+        columns: Vec<String>,
     },
     Reconcile {
         catalog: String,
@@ -202,6 +224,18 @@ impl Query {
                 paths::STALE_ENTITIES,
                 &[("ns", ns), ("catalog", catalog)],
             )),
+            Query::Impact {
+                object_type,
+                full_name,
+                columns,
+            } => get(fill(
+                paths::SOURCE_IMPACT,
+                &[
+                    ("ns", ns),
+                    ("object_type", object_type),
+                    ("full_name", full_name),
+                ],
+            ) + &columns_query(columns)),
             Query::Reconcile { catalog, dry_run } => (
                 "POST",
                 fill(paths::RECONCILE, &[("ns", ns), ("catalog", catalog)]),
@@ -294,6 +328,14 @@ impl Query {
                 paths::AGG_STALE_ENTITIES,
                 &[("ns", ns), ("name", catalog)],
             )),
+            Query::Impact {
+                object_type,
+                full_name,
+                columns,
+            } => get(fill(
+                source_route(object_type, paths::AGG_TABLE_IMPACT, paths::AGG_VIEW_IMPACT),
+                &[("ns", ns), ("name", full_name)],
+            ) + &columns_query(columns)),
             Query::Reconcile { catalog, dry_run } => (
                 "POST",
                 fill(paths::AGG_RECONCILE, &[("ns", ns), ("name", catalog)]),
@@ -303,8 +345,23 @@ impl Query {
     }
 }
 
+/// `?columns=a,b` (each name percent-encoded), or nothing for the whole object.
+fn columns_query(columns: &[String]) -> String {
+    if columns.is_empty() {
+        return String::new();
+    }
+    let encoded: Vec<String> = columns
+        .iter()
+        .map(|c| crate::api::paths::fill("{c}", &[("c", c)]))
+        .collect();
+    format!("?columns={}", encoded.join(","))
+}
+
+/// Exit code of `semops impact` when something would break (1 and 2 stay errors).
+pub const BREAKS: u8 = 3;
+
 /// Runs one query and prints the answer; exit code 1 when the API answers with an error, 2 when
-/// it cannot be asked.
+/// it cannot be asked, 3 when an impact question finds something that would break.
 pub fn main(api: &ApiArgs, query: Query) -> ExitCode {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -313,7 +370,11 @@ pub fn main(api: &ApiArgs, query: Query) -> ExitCode {
     match runtime.block_on(ask(api, &query)) {
         Ok((200, body)) => {
             print!("{}", render(&body, api.output));
-            ExitCode::SUCCESS
+            if body["breaks"] == true {
+                ExitCode::from(BREAKS)
+            } else {
+                ExitCode::SUCCESS
+            }
         }
         Ok((status, body)) => {
             let message = body
@@ -585,6 +646,64 @@ fn strings(v: &Value) -> Vec<String> {
 }
 
 /// Renders an API answer; identifiers become a table of their components.
+/// An impact answer as a table: one line per model, dataset and column.
+fn render_impacts(value: &Value) -> String {
+    let impacts = value["impacts"].as_array().cloned().unwrap_or_default();
+    if impacts.is_empty() {
+        return format!(
+            "nothing uses {} in any model you may see\n",
+            match value["columns"].as_array().filter(|c| !c.is_empty()) {
+                Some(c) =>
+                    format!(
+                        "these columns of {}",
+                        value["source"].as_str().unwrap_or("")
+                    ) + &format!(" ({})", strings(&Value::Array(c.clone())).join(", ")),
+                None => value["source"].as_str().unwrap_or("").to_string(),
+            }
+        );
+    }
+    let rows: Vec<[String; 4]> = impacts
+        .iter()
+        .map(|i| {
+            let ns = strings(&i["namespace"]);
+            [
+                format!(
+                    "{}.{}.{}",
+                    ns.get(1).map_or("", |s| s),
+                    ns.get(2).map_or("", |s| s),
+                    i["model"].as_str().unwrap_or("")
+                ),
+                i["dataset"].as_str().unwrap_or("").to_string(),
+                i["column"].as_str().unwrap_or("*").to_string(),
+                strings(&i["usedBy"]).join(", "),
+            ]
+        })
+        .collect();
+    let header = ["MODEL", "DATASET", "COLUMN", "USED BY"].map(String::from);
+    let widths: Vec<usize> = (0..4)
+        .map(|c| {
+            std::iter::once(&header)
+                .chain(&rows)
+                .map(|r| r[c].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    std::iter::once(&header)
+        .chain(&rows)
+        .map(|r| {
+            r.iter()
+                .enumerate()
+                .map(|(i, s)| format!("{s:<w$}", w = widths[i]))
+                .collect::<Vec<_>>()
+                .join("   ")
+                .trim_end()
+                .to_string()
+                + "\n"
+        })
+        .collect()
+}
+
 pub fn render(value: &Value, output: Output) -> String {
     let graph = value.get("graphKind").is_some();
     match output {
@@ -593,6 +712,7 @@ pub fn render(value: &Value, output: Output) -> String {
         Output::Dot if graph => crate::lineage::render::dot(value),
         Output::Mermaid if graph => crate::lineage::render::mermaid(value),
         Output::Dot | Output::Mermaid => serde_saphyr::to_string(value).unwrap_or_default(),
+        Output::Table if value.get("impacts").is_some() => render_impacts(value),
         Output::Table => {
             let rows: Vec<Vec<String>> = if let Some(ids) =
                 value.get("identifiers").and_then(Value::as_array)

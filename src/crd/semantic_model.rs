@@ -367,6 +367,21 @@ pub struct SourceAssociation {
     pub id: String,
     /// Revision that established this binding.
     pub revision: i64,
+    /// The source columns the dataset depends on (keys, relationship columns, columns its
+    /// fields and metrics name), with the type each had at acceptance. Column drift watches
+    /// these; empty for topics and for bindings accepted before semops 0.3.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub columns: Vec<ColumnDependency>,
+}
+
+/// A source column a dataset depends on.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ColumnDependency {
+    pub name: String,
+    /// The type the system reported at acceptance (e.g. `integer`, `varchar(20)`).
+    #[serde(rename = "type", default, skip_serializing_if = "String::is_empty")]
+    pub data_type: String,
 }
 
 /// `catalog.schema.name` of a source, unquoted.
@@ -386,11 +401,19 @@ pub struct SourceName {
 pub struct SourceDrift {
     /// Dataset bound to the source.
     pub dataset: String,
-    /// SourceMissing, SourceRenamed or SourceReplaced.
+    /// SourceMissing, SourceRenamed, SourceReplaced, ColumnMissing or ColumnTypeChanged.
     pub kind: DriftKind,
-    /// What is there now: the new name (renamed) or the new id (replaced).
+    /// What is there now: the new name (renamed), the new id (replaced) or the column's new
+    /// type (type changed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current: Option<String>,
+    /// The source column (column drift only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub column: Option<String>,
+    /// What uses the column: `primaryKey`, `uniqueKeys[N]`, `relationship R`, `field F`,
+    /// `metric M` (column drift only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub used_by: Vec<String>,
 }
 
 /// Kinds of source drift (DESIGN 3.4).
@@ -402,6 +425,10 @@ pub enum DriftKind {
     SourceRenamed,
     /// The name now belongs to another object (dropped and recreated).
     SourceReplaced,
+    /// A column the dataset depends on is gone (dropped or renamed).
+    ColumnMissing,
+    /// A column the dataset depends on has another type than at acceptance.
+    ColumnTypeChanged,
 }
 
 /// A metric's stable identity.

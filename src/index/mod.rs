@@ -263,6 +263,7 @@ mod tests {
                     object_type: "TABLE".into(),
                     id: id.to_string(),
                     revision: 1,
+                    columns: vec![],
                 })
                 .collect(),
             ..Default::default()

@@ -38,6 +38,7 @@ fn fixture(datasets: usize, metrics: usize, relationships: usize) -> Fixture {
                 object_type: "TABLE".into(),
                 id: format!("pg:1:2:r{d}"),
                 revision: 1,
+                columns: vec![],
             })
             .collect(),
         metric_ids: (0..metrics)

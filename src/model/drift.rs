@@ -3,8 +3,8 @@
 
 use std::collections::HashMap;
 
-use crate::catalog::{Found, Probe, ProbeTarget};
-use crate::crd::semantic_model::{DriftKind, SourceAssociation, SourceDrift};
+use crate::catalog::{Column, Found, Probe, ProbeTarget};
+use crate::crd::semantic_model::{Definition, DriftKind, SourceAssociation, SourceDrift};
 
 /// The probe target of an association's source.
 pub fn target_of(a: &SourceAssociation) -> ProbeTarget {
@@ -38,18 +38,67 @@ pub fn classify(
                 dataset: a.dataset.clone(),
                 kind,
                 current,
+                column: None,
+                used_by: vec![],
             })
         })
         .collect()
+}
+
+/// Column drift of the associations whose source is still the bound object (same id under the
+/// same name): each dependency column that is gone, or whose type changed, with what in `def`
+/// uses it. `columns` holds the catalog's column lists by target; a source without one (not
+/// asked, or no answer) has no column drift.
+pub fn classify_columns(
+    def: &Definition,
+    associations: &[SourceAssociation],
+    by_name: &HashMap<(String, ProbeTarget), Probe>,
+    columns: &HashMap<(String, ProbeTarget), Vec<Column>>,
+) -> Vec<SourceDrift> {
+    let mut out = Vec::new();
+    for a in associations.iter().filter(|a| !a.columns.is_empty()) {
+        let key = (a.source.catalog.clone(), target_of(a));
+        let same = matches!(by_name.get(&key), Some(Probe::Present { native_id, .. }) if *native_id == a.id);
+        let Some(now) = columns.get(&key).filter(|_| same) else {
+            continue;
+        };
+        let deps: Vec<String> = a.columns.iter().map(|c| c.name.clone()).collect();
+        for dep in &a.columns {
+            let (kind, current) = match now.iter().find(|c| c.name == dep.name) {
+                None => (DriftKind::ColumnMissing, None),
+                Some(c) if !dep.data_type.is_empty() && c.data_type != dep.data_type => {
+                    (DriftKind::ColumnTypeChanged, Some(c.data_type.clone()))
+                }
+                Some(_) => continue,
+            };
+            out.push(SourceDrift {
+                dataset: a.dataset.clone(),
+                kind,
+                current,
+                column: Some(dep.name.clone()),
+                used_by: super::columns::usage(def, &a.dataset, &dep.name, &deps).describe(),
+            });
+        }
+    }
+    out
 }
 
 /// Condition message summarizing drift.
 pub fn summarize(drift: &[SourceDrift]) -> String {
     drift
         .iter()
-        .map(|d| match &d.current {
-            Some(c) => format!("dataset {:?}: {:?} ({c})", d.dataset, d.kind),
-            None => format!("dataset {:?}: {:?}", d.dataset, d.kind),
+        .map(|d| {
+            let mut line = format!("dataset {:?}: {:?}", d.dataset, d.kind);
+            if let Some(column) = &d.column {
+                line += &format!(" {column:?}");
+            }
+            if let Some(c) = &d.current {
+                line += &format!(" ({c})");
+            }
+            if !d.used_by.is_empty() {
+                line += &format!(", used by {}", d.used_by.join(", "));
+            }
+            line
         })
         .collect::<Vec<_>>()
         .join("; ")
@@ -73,6 +122,7 @@ mod tests {
             object_type: "TABLE".into(),
             id: id.into(),
             revision: 1,
+            columns: vec![],
         }
     }
 
@@ -122,6 +172,102 @@ mod tests {
             ]
         );
         assert!(summarize(&drift).ends_with("change spec.rebind to resolve the sources again"));
+    }
+
+    #[test]
+    fn column_drift_names_the_column_its_new_type_and_its_users() {
+        let def: Definition = serde_json::from_value(serde_json::json!({
+            "datasets": [{"name": "orders", "source": "hr.public.t1", "primaryKey": ["id"]}],
+            "metrics": [{"name": "revenue", "expression": {"dialects": [{"dialect": "ANSI_SQL", "expression": "SUM(orders.amount)"}]}}]
+        }))
+        .unwrap();
+        let dep = |n: &str, t: &str| crate::crd::semantic_model::ColumnDependency {
+            name: n.into(),
+            data_type: t.into(),
+        };
+        let mut a = assoc("orders", "t1", "id1");
+        a.columns = vec![
+            dep("amount", "numeric"),
+            dep("id", "integer"),
+            dep("note", ""),
+        ];
+        let key = ("hr".to_string(), ProbeTarget::relation("public", "t1"));
+        let by_name = HashMap::from([(key.clone(), present("id1"))]);
+        let cases: Vec<(
+            &str,
+            Vec<Column>,
+            Vec<(DriftKind, &str, Option<&str>, Vec<&str>)>,
+        )> = vec![
+            (
+                "unchanged",
+                vec![
+                    Column::new("id", "integer"),
+                    Column::new("amount", "numeric"),
+                    Column::new("note", "text"),
+                ],
+                vec![],
+            ),
+            (
+                "dropped column",
+                vec![Column::new("id", "integer"), Column::new("note", "text")],
+                vec![(
+                    DriftKind::ColumnMissing,
+                    "amount",
+                    None,
+                    vec!["metric revenue"],
+                )],
+            ),
+            (
+                "type change (an unrecorded type is never compared)",
+                vec![
+                    Column::new("id", "bigint"),
+                    Column::new("amount", "numeric"),
+                    Column::new("note", "json"),
+                ],
+                vec![(
+                    DriftKind::ColumnTypeChanged,
+                    "id",
+                    Some("bigint"),
+                    vec!["primaryKey"],
+                )],
+            ),
+            (
+                "renamed column",
+                vec![
+                    Column::new("ident", "integer"),
+                    Column::new("amount", "numeric"),
+                    Column::new("note", "text"),
+                ],
+                vec![(DriftKind::ColumnMissing, "id", None, vec!["primaryKey"])],
+            ),
+        ];
+        for (what, now, want) in cases {
+            let columns = HashMap::from([(key.clone(), now)]);
+            let got = classify_columns(&def, std::slice::from_ref(&a), &by_name, &columns);
+            let got: Vec<(DriftKind, &str, Option<&str>, Vec<&str>)> = got
+                .iter()
+                .map(|d| {
+                    (
+                        d.kind,
+                        d.column.as_deref().unwrap(),
+                        d.current.as_deref(),
+                        d.used_by.iter().map(String::as_str).collect(),
+                    )
+                })
+                .collect();
+            assert_eq!(got, want, "{what}");
+        }
+        // A replaced source is source drift, not column drift; an unanswered one is neither.
+        let replaced = HashMap::from([(key.clone(), present("id9"))]);
+        let columns = HashMap::from([(key.clone(), vec![])]);
+        assert_eq!(
+            classify_columns(&def, std::slice::from_ref(&a), &replaced, &columns),
+            vec![]
+        );
+        assert_eq!(
+            classify_columns(&def, &[a], &by_name, &HashMap::new()),
+            vec![]
+        );
     }
 
     #[test]

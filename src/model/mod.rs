@@ -1,6 +1,7 @@
 //! Pure decisions about SemanticModels: model-local validation and name-conflict winners.
 
 pub mod canonical;
+pub mod columns;
 pub mod conflict;
 pub mod drift;
 pub mod identity;

@@ -1,11 +1,11 @@
 //! Level 3 of DESIGN 3.1 and the association set of DESIGN 3.4, from what the live systems
 //! answered about each distinct source (the I/O happens before, in the controller).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use super::validate::{Problem, Reason};
-use crate::catalog::ObjectType;
-use crate::crd::semantic_model::{Definition, SourceAssociation, SourceName};
+use crate::catalog::{Column, ObjectType};
+use crate::crd::semantic_model::{ColumnDependency, Definition, SourceAssociation, SourceName};
 use crate::ossie::SourceRef;
 
 /// What a catalog said about one distinct source.
@@ -14,7 +14,7 @@ pub enum SourceLookup {
     Present {
         object_type: ObjectType,
         native_id: String,
-        columns: Vec<String>,
+        columns: Vec<Column>,
     },
     Absent,
     /// The source names a managed catalog, which holds no tables.
@@ -40,7 +40,7 @@ pub fn validate_sources(
     lookups: &HashMap<SourceRef, SourceLookup>,
 ) -> Vec<Problem> {
     let mut problems = Vec::new();
-    let mut columns_of: HashMap<&str, &Vec<String>> = HashMap::new();
+    let mut columns_of: HashMap<&str, Vec<&str>> = HashMap::new();
     for (i, ds) in def.datasets.iter().enumerate() {
         let path = format!("spec.definition.datasets[{i}]");
         let Ok(source) = SourceRef::parse(&ds.source) else {
@@ -53,7 +53,10 @@ pub fn validate_sources(
                 ..
             }) => {}
             Some(SourceLookup::Present { columns, .. }) => {
-                columns_of.insert(ds.name.as_str(), columns);
+                columns_of.insert(
+                    ds.name.as_str(),
+                    columns.iter().map(|c| c.name.as_str()).collect(),
+                );
             }
             Some(SourceLookup::InManagedCatalog) => problems.push(Problem {
                 reason: Reason::SourceNotFound,
@@ -72,7 +75,7 @@ pub fn validate_sources(
             return;
         };
         for (k, c) in cols.iter().enumerate() {
-            if !known.contains(c) {
+            if !known.contains(&c.as_str()) {
                 problems.push(Problem {
                     reason: Reason::ColumnNotFound,
                     path: format!("{path}[{k}]"),
@@ -113,24 +116,50 @@ pub fn validate_sources(
 }
 
 /// One association per dataset (two datasets on one source give two), for a definition whose
-/// sources all resolved.
+/// sources all resolved, each with the columns the dataset depends on (model::columns) and
+/// their types now.
 pub fn build_associations(
     def: &Definition,
     lookups: &HashMap<SourceRef, SourceLookup>,
     revision: i64,
 ) -> Vec<SourceAssociation> {
+    let present = |ds: &crate::crd::semantic_model::Dataset| {
+        let source = SourceRef::parse(&ds.source).ok()?;
+        match lookups.get(&source)? {
+            SourceLookup::Present {
+                object_type,
+                native_id,
+                columns,
+            } => Some((source, *object_type, native_id, columns)),
+            _ => None,
+        }
+    };
+    let columns_of: BTreeMap<String, Vec<String>> = def
+        .datasets
+        .iter()
+        .filter_map(|ds| {
+            let (_, _, _, cols) = present(ds)?;
+            Some((
+                ds.name.clone(),
+                cols.iter().map(|c| c.name.clone()).collect(),
+            ))
+        })
+        .collect();
+    let deps = super::columns::dependencies(def, &columns_of);
     def.datasets
         .iter()
         .filter_map(|ds| {
-            let source = SourceRef::parse(&ds.source).ok()?;
-            let SourceLookup::Present {
-                object_type,
-                native_id,
-                ..
-            } = lookups.get(&source)?
-            else {
-                return None;
-            };
+            let (source, object_type, native_id, cols) = present(ds)?;
+            let columns = deps
+                .get(&ds.name)
+                .into_iter()
+                .flatten()
+                .filter_map(|name| cols.iter().find(|c| c.name == *name))
+                .map(|c| ColumnDependency {
+                    name: c.name.clone(),
+                    data_type: c.data_type.clone(),
+                })
+                .collect();
             Some(SourceAssociation {
                 dataset: ds.name.clone(),
                 source: SourceName {
@@ -141,6 +170,7 @@ pub fn build_associations(
                 object_type: object_type.as_str().to_string(),
                 id: native_id.clone(),
                 revision,
+                columns,
             })
         })
         .collect()
@@ -170,7 +200,7 @@ mod tests {
         SourceLookup::Present {
             object_type: t,
             native_id: id.into(),
-            columns: cols.iter().map(|c| c.to_string()).collect(),
+            columns: cols.iter().map(|c| Column::new(*c, "integer")).collect(),
         }
     }
 
@@ -219,6 +249,33 @@ mod tests {
             ]
         );
         assert!(a.iter().all(|x| x.revision == 3));
+        // Each binding records the columns its dataset uses, with their types: the employee
+        // keys and relationship columns, the manager's key, the department's key (not `name`).
+        let deps: Vec<(&str, Vec<&str>)> = a
+            .iter()
+            .map(|x| {
+                (
+                    x.dataset.as_str(),
+                    x.columns.iter().map(|c| c.name.as_str()).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            deps,
+            vec![
+                (
+                    "employee",
+                    vec!["department_id", "email", "id", "manager_id"]
+                ),
+                ("manager", vec!["id"]),
+                ("dept", vec!["id"])
+            ]
+        );
+        assert!(
+            a.iter()
+                .flat_map(|x| &x.columns)
+                .all(|c| c.data_type == "integer")
+        );
     }
 
     #[test]

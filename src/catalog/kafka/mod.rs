@@ -23,8 +23,8 @@ use tokio::sync::OnceCell;
 
 use self::wire::{Conn, Dial};
 use super::{
-    CatalogProvider, ConnectionSettings, Found, ObjectType, Probe, ProbeTarget, ProviderError,
-    with_deadline,
+    CatalogProvider, Column, ConnectionSettings, Found, ObjectType, Probe, ProbeTarget,
+    ProviderError, with_deadline,
 };
 use crate::crd::catalog::SslMode;
 
@@ -369,7 +369,7 @@ impl CatalogProvider for KafkaProvider {
         &self,
         schema: &str,
         name: &str,
-    ) -> Result<Option<Vec<String>>, ProviderError> {
+    ) -> Result<Option<Vec<Column>>, ProviderError> {
         let target = ProbeTarget::relation(schema, name);
         match self.probe(std::slice::from_ref(&target)).await?.first() {
             Some(Probe::Present { .. }) => Ok(Some(vec![])),

@@ -178,6 +178,22 @@ pub fn bound_sources(ctx: &Context, ns: &str, catalog: &str) -> Vec<(ProbeTarget
     v
 }
 
+/// Distinct targets of the sources bound to `catalog` whose datasets depend on columns: their
+/// column lists are read with each round or visit (column drift).
+pub fn column_sources(ctx: &Context, ns: &str, catalog: &str) -> Vec<ProbeTarget> {
+    let mut v: Vec<ProbeTarget> = ctx
+        .stores
+        .models_in(ns)
+        .iter()
+        .flat_map(|m| m.status.iter().flat_map(|s| &s.source_associations))
+        .filter(|a| a.source.catalog == catalog && !a.columns.is_empty())
+        .map(crate::model::drift::target_of)
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
 /// Runs one round of `cat` now, after the catalog's lock and a global slot. `Act::Record` needs
 /// leadership (the status writer refuses otherwise); `Act::DryRun` works on any replica and
 /// writes nothing.

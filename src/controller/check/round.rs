@@ -89,6 +89,7 @@ pub(super) async fn run(
     // plan: names the catalog cannot have are never probed
     let aligned = plan::align(&cat.spec.registrations, &previous.registrations);
     let sources = super::bound_sources(ctx, &ns, &cat.name_any());
+    let column_targets = super::column_sources(ctx, &ns, &cat.name_any());
     let invalid_name = |t: &ProbeTarget| {
         connection
             .as_ref()
@@ -112,7 +113,7 @@ pub(super) async fn run(
             } else {
                 plan::without_ids(&round_plan.targets)
             };
-            visit::observe_with(ctx, c, &targets, settings.limits).await
+            visit::observe_with(ctx, c, &targets, &column_targets, settings.limits).await
         }
         (Err(failure), _, _) | (_, Err(failure), _) => Err(failure.clone()),
         (Ok(_), Ok(_), None) => unreachable!("an identity always has a verdict"),

@@ -7,9 +7,9 @@ use std::time::Duration;
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 
-use crate::catalog::CatalogProvider;
 use crate::catalog::observe::{Observations, Target, observe};
 use crate::catalog::registry::{AnyProvider, provider_from, registry_key};
+use crate::catalog::{CatalogProvider, ProbeTarget};
 use crate::controller::{Context, Error};
 use crate::crd::Catalog;
 use crate::crd::conditions::{Desired, Reason};
@@ -53,6 +53,7 @@ pub(super) async fn observe_with(
     ctx: &Context,
     c: &Connected,
     targets: &[Target],
+    column_targets: &[ProbeTarget],
     limits: ProbeLimits,
 ) -> Result<Observations, Failure> {
     let metrics = &ctx.metrics.checks;
@@ -60,9 +61,15 @@ pub(super) async fn observe_with(
         metrics.probes.inc();
         metrics.probe_latency.observe(d.as_secs_f64());
     };
-    observe(c.provider.as_ref(), targets, limits, &on_probe)
-        .await
-        .map_err(|e| (e.category(), format!("{}: {e}", c.endpoint)))
+    observe(
+        c.provider.as_ref(),
+        targets,
+        column_targets,
+        limits,
+        &on_probe,
+    )
+    .await
+    .map_err(|e| (e.category(), format!("{}: {e}", c.endpoint)))
 }
 
 /// The observation of one catalog: `Err((category, message))` on any infrastructure failure.
@@ -70,10 +77,11 @@ pub(super) async fn observe_catalog(
     ctx: &Context,
     cat: &Catalog,
     targets: &[Target],
+    column_targets: &[ProbeTarget],
     limits: ProbeLimits,
 ) -> Result<Result<Observations, Failure>, Error> {
     Ok(match connect(ctx, cat).await? {
-        Ok(c) => observe_with(ctx, &c, targets, limits).await,
+        Ok(c) => observe_with(ctx, &c, targets, column_targets, limits).await,
         Err(f) => Err(f),
     })
 }
@@ -84,8 +92,9 @@ pub async fn visit_sources(ctx: &Context, cat: &Catalog) -> Result<Desired, Erro
     let ns = cat.namespace().unwrap_or_default();
     let sources = super::bound_sources(ctx, &ns, &cat.name_any());
     let targets = plan::plan(cat.spec.provider, &[], &[], &[], &sources, &|_| None).targets;
+    let columns = super::column_sources(ctx, &ns, &cat.name_any());
     let _permit = ctx.checks.slots.acquire().await.expect("never closed");
-    let seen = observe_catalog(ctx, cat, &targets, ProbeLimits::default()).await?;
+    let seen = observe_catalog(ctx, cat, &targets, &columns, ProbeLimits::default()).await?;
     tracing::debug!(
         sources = targets.len(),
         answered = seen.is_ok(),

@@ -8,6 +8,7 @@ use kube::ResourceExt;
 
 use crate::controller::Context;
 use crate::controller::check::SourceFeed;
+use crate::crd::semantic_model::Definition;
 use crate::crd::semantic_model::SourceAssociation;
 use crate::crd::{SemanticModel, SemanticModelStatus};
 use crate::model::drift;
@@ -30,7 +31,9 @@ pub fn from_rounds(
     accepted: &SemanticModelStatus,
 ) -> DriftCheck {
     let ns = model.namespace().unwrap_or_default();
+    // Drift is only asked of an unchanged model: its spec is the accepted definition.
     from_feeds(
+        &model.spec.definition,
         &accepted.source_associations,
         ctx.sources_resolved_at(&model.uid().unwrap_or_default()),
         |catalog| ctx.checks.feed(&format!("{ns}/{catalog}")),
@@ -39,8 +42,10 @@ pub fn from_rounds(
 
 /// The pure core: `feed_of(catalog)` is the latest answer of that catalog, `resolved_at` when
 /// this process last resolved the model's sources. An answer older than the resolution
-/// describes sources the model no longer has: it is ignored.
+/// describes sources the model no longer has: it is ignored. `def` (the accepted definition)
+/// names what uses a drifted column.
 pub fn from_feeds(
+    def: &Definition,
     associations: &[SourceAssociation],
     resolved_at: Option<Instant>,
     feed_of: impl Fn(&str) -> Option<SourceFeed>,
@@ -50,6 +55,7 @@ pub fn from_feeds(
     }
     let mut by_name = HashMap::new();
     let mut by_id = HashMap::new();
+    let mut columns = HashMap::new();
     let mut catalogs: Vec<&str> = associations
         .iter()
         .map(|a| a.source.catalog.as_str())
@@ -78,10 +84,20 @@ pub fn from_feeds(
             if let Some(found) = seen.by_id.get(&a.id) {
                 by_id.insert(a.id.clone(), found.clone());
             }
+            if let Some(cols) = seen.columns.get(&t) {
+                columns.insert((catalog_name.to_string(), t.clone()), cols.clone());
+            }
             by_name.insert((catalog_name.to_string(), t), answer.clone());
         }
     }
-    DriftCheck::Checked(drift::classify(associations, &by_name, &by_id))
+    let mut found = drift::classify(associations, &by_name, &by_id);
+    found.extend(drift::classify_columns(
+        def,
+        associations,
+        &by_name,
+        &columns,
+    ));
+    DriftCheck::Checked(found)
 }
 
 #[cfg(test)]
@@ -126,14 +142,27 @@ mod tests {
         let newer = resolved + Duration::from_secs(1);
         let a = [association()];
         let gone = |at| move |_: &str| Some(feed(at, Probe::Absent));
-        assert_eq!(kinds(from_feeds(&a, Some(resolved), gone(older))), None);
         assert_eq!(
-            kinds(from_feeds(&a, Some(resolved), gone(newer))),
+            kinds(from_feeds(
+                &Definition::default(),
+                &a,
+                Some(resolved),
+                gone(older)
+            )),
+            None
+        );
+        assert_eq!(
+            kinds(from_feeds(
+                &Definition::default(),
+                &a,
+                Some(resolved),
+                gone(newer)
+            )),
             Some(vec!["SourceMissing".into()])
         );
         // Resolved before this process started: any answer of this process counts.
         assert_eq!(
-            kinds(from_feeds(&a, None, gone(older))),
+            kinds(from_feeds(&Definition::default(), &a, None, gone(older))),
             Some(vec!["SourceMissing".into()])
         );
     }
@@ -141,7 +170,10 @@ mod tests {
     #[test]
     fn no_answer_yet_or_a_source_bound_after_the_round_leaves_status_as_is() {
         let a = [association()];
-        assert_eq!(kinds(from_feeds(&a, None, |_| None)), None);
+        assert_eq!(
+            kinds(from_feeds(&Definition::default(), &a, None, |_| None)),
+            None
+        );
         let other = |_: &str| {
             let mut seen = Observations::default();
             seen.by_name
@@ -151,7 +183,10 @@ mod tests {
                 seen: Ok(Arc::new(seen)),
             })
         };
-        assert_eq!(kinds(from_feeds(&a, None, other)), None);
+        assert_eq!(
+            kinds(from_feeds(&Definition::default(), &a, None, other)),
+            None
+        );
     }
 
     #[test]
@@ -164,7 +199,7 @@ mod tests {
             })
         };
         assert_eq!(
-            kinds(from_feeds(&a, None, failed)),
+            kinds(from_feeds(&Definition::default(), &a, None, failed)),
             Some(vec!["unknown: Catalog \"hr\": Timeout: 5s".into()])
         );
         let same = |_: &str| {
@@ -176,6 +211,9 @@ mod tests {
                 },
             ))
         };
-        assert_eq!(kinds(from_feeds(&a, None, same)), Some(vec![]));
+        assert_eq!(
+            kinds(from_feeds(&Definition::default(), &a, None, same)),
+            Some(vec![])
+        );
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use kube::ResourceExt;
 
 use crate::catalog::registry::provider_from;
-use crate::catalog::{CatalogProvider, Probe, ProbeTarget};
+use crate::catalog::{CatalogProvider, ObjectType, Probe, ProbeTarget, ProviderError};
 use crate::controller::{Context, Error};
 use crate::crd::catalog::Provider;
 use crate::crd::{Catalog, SemanticModel};
@@ -56,39 +56,63 @@ pub async fn resolve(
                 )));
             }
         };
+        let failed = |e: ProviderError| {
+            Resolved::Pending(format!("Catalog {catalog_name:?}: {}: {e}", e.category()))
+        };
         let targets: Vec<ProbeTarget> = refs
             .iter()
             .map(|r| ProbeTarget::relation(&r.schema, &r.name))
             .collect();
         let answers = match provider.probe(&targets).await {
             Ok(a) => a,
-            Err(e) => {
-                return Ok(Resolved::Pending(format!(
-                    "Catalog {catalog_name:?}: {}: {e}",
-                    e.category()
-                )));
+            Err(e) => return Ok(failed(e)),
+        };
+        // Every column list of this catalog's present relations in one question.
+        let present: Vec<ProbeTarget> = targets
+            .iter()
+            .zip(&answers)
+            .filter(|(_, a)| matches!(a, Probe::Present { object_type, .. } if *object_type != ObjectType::Topic))
+            .map(|(t, _)| t.clone())
+            .collect();
+        let mut columns_of = if present.is_empty() {
+            Default::default()
+        } else {
+            match provider.columns_of(&present).await {
+                Ok(c) => c,
+                Err(e) => return Ok(failed(e)),
             }
         };
-        for (r, answer) in refs.into_iter().zip(answers) {
+        for ((r, target), answer) in refs.into_iter().zip(targets).zip(answers) {
             let lookup = match answer {
                 Probe::Absent => SourceLookup::Absent,
                 Probe::Present {
+                    object_type: ObjectType::Topic,
+                    native_id,
+                } => SourceLookup::Present {
+                    object_type: ObjectType::Topic,
+                    native_id,
+                    columns: vec![],
+                },
+                Probe::Present {
                     object_type,
                     native_id,
-                } => match provider.columns(&r.schema, &r.name).await {
-                    Ok(Some(columns)) => SourceLookup::Present {
-                        object_type,
-                        native_id,
-                        columns,
-                    },
-                    Ok(None) => SourceLookup::Absent, // dropped between the two questions
-                    Err(e) => {
-                        return Ok(Resolved::Pending(format!(
-                            "Catalog {catalog_name:?}: {}: {e}",
-                            e.category()
-                        )));
+                } => {
+                    // Left out of the batch: no columns, or dropped since the probe. Asked
+                    // once more to tell the two apart.
+                    let columns = match columns_of.remove(&target) {
+                        Some(c) => Ok(Some(c)),
+                        None => provider.columns(&r.schema, &r.name).await,
+                    };
+                    match columns {
+                        Ok(Some(columns)) => SourceLookup::Present {
+                            object_type,
+                            native_id,
+                            columns,
+                        },
+                        Ok(None) => SourceLookup::Absent, // dropped between the two questions
+                        Err(e) => return Ok(failed(e)),
                     }
-                },
+                }
             };
             lookups.insert(r, lookup);
         }
