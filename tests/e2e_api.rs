@@ -106,6 +106,40 @@ fn the_seed_example_the_rbac_matrix_and_source_lifecycle_through_the_api() {
         get(op.api_port, &lookup, Some(&catalog_only)).1,
         r#"{"code":0,"identifiers":[]}"#
     );
+    // The impact preview is filtered the same way: a model the caller may not get is not there.
+    let impact = format!("/api/metalakes/{ns}/objects/table/hr.public.employees/impact?columns=id");
+    let models_in = |token: &str| -> Vec<String> {
+        let (status, body) = get(op.api_port, &impact, Some(token));
+        assert_eq!(status, 200, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        v["impacts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| {
+                format!(
+                    "{}/{}",
+                    i["model"].as_str().unwrap(),
+                    i["dataset"].as_str().unwrap()
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        models_in(&full),
+        [
+            "employee_analysis/employee",
+            "employee_analysis/manager",
+            "headcount/employee",
+            "headcount/manager"
+        ]
+    );
+    assert_eq!(
+        models_in(&one_model),
+        ["employee_analysis/employee", "employee_analysis/manager"]
+    );
+    assert!(models_in(&catalog_only).is_empty());
+    assert_eq!(get(op.api_port, &impact, Some(&nothing)).0, 403);
     let (status, body) = get(op.api_port, &lookup, Some(&nothing));
     assert_eq!(status, 403, "{body}");
     assert!(body.contains(r#""type":"FORBIDDEN""#));
