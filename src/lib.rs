@@ -1,10 +1,12 @@
 //! semops: a Kubernetes operator that governs semantic-layer metadata.
 //!
 //! Rooms (see docs/architecture.md): `crd` (types), `ossie` (grammar), `model` and `policy`
-//! (pure decisions), `controller` (reconcilers), `leader`, `telemetry`, `server`, `run`, `cli`.
+//! (pure decisions), `controller` (reconcilers), `leader`, `telemetry`, `server`, `run` (with
+//! `backoff`, the watchers' retry delay), `cli`.
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod backoff;
 pub mod build_info;
 pub mod catalog;
 pub mod cli;

@@ -104,7 +104,7 @@ where
         None => Api::all(client.clone()),
     };
     make_watcher(api, watcher::Config::default())
-        .default_backoff()
+        .backoff(crate::backoff::WatchBackoff::default())
         // managedFields are a large share of each object and nothing here reads them.
         .modify(|o| o.meta_mut().managed_fields = None)
         .inspect_ok(move |e| tap(e))
