@@ -210,6 +210,40 @@ pub trait CatalogProvider {
     fn invalid_name(&self, target: &ProbeTarget) -> Option<String>;
 }
 
+/// The relation targets of a batch as `(schema, name, target)`, in order: a batched column
+/// query numbers its answers by position in this list (schemas have no columns).
+pub(crate) fn relation_targets(targets: &[ProbeTarget]) -> Vec<(&str, &str, &ProbeTarget)> {
+    targets
+        .iter()
+        .filter_map(|t| match t {
+            ProbeTarget::Relation { schema, name } => Some((schema.as_str(), name.as_str(), t)),
+            ProbeTarget::Schema { .. } => None,
+        })
+        .collect()
+}
+
+/// Groups the rows `(1-based position in relations, column)` of a batched column query by
+/// target; a position that names no relation is an unexpected reply.
+pub(crate) fn group_columns(
+    relations: &[(&str, &str, &ProbeTarget)],
+    rows: impl IntoIterator<Item = (i64, Column)>,
+) -> Result<std::collections::HashMap<ProbeTarget, Vec<Column>>, ProviderError> {
+    let mut out: std::collections::HashMap<ProbeTarget, Vec<Column>> = Default::default();
+    for (ord, column) in rows {
+        let Some((_, _, target)) = usize::try_from(ord)
+            .ok()
+            .and_then(|o| o.checked_sub(1))
+            .and_then(|i| relations.get(i))
+        else {
+            return Err(ProviderError::Protocol(format!(
+                "column row for unknown relation {ord}"
+            )));
+        };
+        out.entry((*target).clone()).or_default().push(column);
+    }
+    Ok(out)
+}
+
 /// Runs `fut` under a client-side deadline so a blackholed socket cannot hang a round.
 pub async fn with_deadline<T>(
     limit: Duration,

@@ -19,7 +19,7 @@ use tokio::sync::OnceCell;
 
 use super::{
     CatalogProvider, Column, ConnectionSettings, Found, ObjectType, Probe, ProbeTarget,
-    ProviderError, with_deadline,
+    ProviderError, group_columns, relation_targets, with_deadline,
 };
 use crate::crd::catalog::SslMode;
 
@@ -482,16 +482,9 @@ impl MysqlProvider {
         &self,
         targets: &[ProbeTarget],
     ) -> Result<HashMap<ProbeTarget, Vec<Column>>, ProviderError> {
-        let relations: Vec<(&String, &String, &ProbeTarget)> = targets
-            .iter()
-            .filter_map(|t| match t {
-                ProbeTarget::Relation { schema, name } => Some((schema, name, t)),
-                ProbeTarget::Schema { .. } => None,
-            })
-            .collect();
-        let mut out: HashMap<ProbeTarget, Vec<Column>> = HashMap::new();
+        let relations = relation_targets(targets);
         if relations.is_empty() {
-            return Ok(out);
+            return Ok(HashMap::new());
         }
         let mut conn = self.conn().await?;
         let facts = self.facts(&mut conn).await?;
@@ -513,21 +506,15 @@ impl MysqlProvider {
             .exec(sql, (json,))
             .await
             .map_err(|e| self.classify(&e))?;
-        for (ord, column, data_type) in rows {
-            let Some((_, _, target)) = usize::try_from(ord)
-                .ok()
-                .and_then(|o| o.checked_sub(1))
-                .and_then(|i| relations.get(i))
-            else {
-                return Err(ProviderError::Protocol(format!(
-                    "column row for unknown relation {ord}"
-                )));
-            };
-            out.entry((*target).clone())
-                .or_default()
-                .push(Column::new(column, data_type));
-        }
-        Ok(out)
+        group_columns(
+            &relations,
+            rows.into_iter().map(|(ord, column, data_type)| {
+                (
+                    i64::try_from(ord).unwrap_or(0),
+                    Column::new(column, data_type),
+                )
+            }),
+        )
     }
 }
 

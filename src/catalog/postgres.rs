@@ -18,7 +18,7 @@ use super::pg_guard::{AuthGuard, GuardedTls, Refuse};
 use super::tls::tls_config;
 use super::{
     CatalogProvider, Column, ConnectionSettings, Found, ObjectType, Probe, ProbeTarget,
-    ProviderError, with_deadline,
+    ProviderError, group_columns, relation_targets, with_deadline,
 };
 use crate::crd::catalog::SslMode;
 
@@ -321,19 +321,12 @@ impl PostgresProvider {
         &self,
         targets: &[ProbeTarget],
     ) -> Result<HashMap<ProbeTarget, Vec<Column>>, ProviderError> {
-        let relations: Vec<(&String, &String, &ProbeTarget)> = targets
-            .iter()
-            .filter_map(|t| match t {
-                ProbeTarget::Relation { schema, name } => Some((schema, name, t)),
-                ProbeTarget::Schema { .. } => None,
-            })
-            .collect();
-        let mut out: HashMap<ProbeTarget, Vec<Column>> = HashMap::new();
+        let relations = relation_targets(targets);
         if relations.is_empty() {
-            return Ok(out);
+            return Ok(HashMap::new());
         }
-        let schemas: Vec<&str> = relations.iter().map(|r| r.0.as_str()).collect();
-        let names: Vec<&str> = relations.iter().map(|r| r.1.as_str()).collect();
+        let schemas: Vec<&str> = relations.iter().map(|r| r.0).collect();
+        let names: Vec<&str> = relations.iter().map(|r| r.1).collect();
         let client = self.client().await?;
         let rows = client
             .query(
@@ -349,19 +342,15 @@ impl PostgresProvider {
             )
             .await
             .map_err(|e| self.classify(&e))?;
-        for r in rows {
-            let ord: i64 = r.get(0);
-            let Some((_, _, target)) = usize::try_from(ord - 1).ok().and_then(|i| relations.get(i))
-            else {
-                return Err(ProviderError::Protocol(format!(
-                    "column row for unknown relation {ord}"
-                )));
-            };
-            out.entry((*target).clone())
-                .or_default()
-                .push(Column::new(r.get::<_, String>(1), r.get::<_, String>(2)));
-        }
-        Ok(out)
+        group_columns(
+            &relations,
+            rows.iter().map(|r| {
+                (
+                    r.get(0),
+                    Column::new(r.get::<_, String>(1), r.get::<_, String>(2)),
+                )
+            }),
+        )
     }
 }
 

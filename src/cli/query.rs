@@ -649,48 +649,48 @@ fn strings(v: &Value) -> Vec<String> {
 /// An impact answer as a table: one line per model, dataset and column.
 fn render_impacts(value: &Value) -> String {
     let impacts = value["impacts"].as_array().cloned().unwrap_or_default();
+    let source = value["source"].as_str().unwrap_or_default();
     if impacts.is_empty() {
-        return format!(
-            "nothing uses {} in any model you may see\n",
-            match value["columns"].as_array().filter(|c| !c.is_empty()) {
-                Some(c) =>
-                    format!(
-                        "these columns of {}",
-                        value["source"].as_str().unwrap_or("")
-                    ) + &format!(" ({})", strings(&Value::Array(c.clone())).join(", ")),
-                None => value["source"].as_str().unwrap_or("").to_string(),
-            }
-        );
+        let columns = strings(&value["columns"]);
+        return if columns.is_empty() {
+            format!("nothing uses {source} in the models you may see\n")
+        } else {
+            format!(
+                "nothing uses {} of {source} in the models you may see\n",
+                columns.join(", ")
+            )
+        };
     }
-    let rows: Vec<[String; 4]> = impacts
-        .iter()
-        .map(|i| {
-            let ns = strings(&i["namespace"]);
-            [
-                format!(
-                    "{}.{}.{}",
-                    ns.get(1).map_or("", |s| s),
-                    ns.get(2).map_or("", |s| s),
-                    i["model"].as_str().unwrap_or("")
-                ),
-                i["dataset"].as_str().unwrap_or("").to_string(),
-                i["column"].as_str().unwrap_or("*").to_string(),
-                strings(&i["usedBy"]).join(", "),
-            ]
-        })
-        .collect();
+    let rows = impacts.iter().map(|i| {
+        let ns = strings(&i["namespace"]);
+        let text = |k: &str, default: &str| i[k].as_str().unwrap_or(default).to_string();
+        vec![
+            format!(
+                "{}.{}",
+                ns.iter().skip(1).cloned().collect::<Vec<_>>().join("."),
+                text("model", "")
+            ),
+            text("dataset", ""),
+            text("column", "*"),
+            strings(&i["usedBy"]).join(", "),
+        ]
+    });
     let header = ["MODEL", "DATASET", "COLUMN", "USED BY"].map(String::from);
-    let widths: Vec<usize> = (0..4)
+    aligned(std::iter::once(header.to_vec()).chain(rows))
+}
+
+/// Rows as left-aligned columns three spaces apart (the first row is the header).
+fn aligned(rows: impl IntoIterator<Item = Vec<String>>) -> String {
+    let all: Vec<Vec<String>> = rows.into_iter().collect();
+    let widths: Vec<usize> = (0..all.first().map_or(0, Vec::len))
         .map(|c| {
-            std::iter::once(&header)
-                .chain(&rows)
-                .map(|r| r[c].chars().count())
+            all.iter()
+                .map(|r| r.get(c).map_or(0, |s| s.chars().count()))
                 .max()
                 .unwrap_or(0)
         })
         .collect();
-    std::iter::once(&header)
-        .chain(&rows)
+    all.iter()
         .map(|r| {
             r.iter()
                 .enumerate()
@@ -789,30 +789,7 @@ pub fn render(value: &Value, output: Output) -> String {
                 ],
                 _ => vec![],
             };
-            let all: Vec<Vec<String>> =
-                std::iter::once(header.iter().map(|s| s.to_string()).collect())
-                    .chain(rows)
-                    .collect();
-            let widths: Vec<usize> = (0..all[0].len())
-                .map(|c| {
-                    all.iter()
-                        .map(|r| r.get(c).map_or(0, |s| s.chars().count()))
-                        .max()
-                        .unwrap_or(0)
-                })
-                .collect();
-            all.iter()
-                .map(|r| {
-                    r.iter()
-                        .enumerate()
-                        .map(|(i, s)| format!("{s:<w$}", w = widths[i]))
-                        .collect::<Vec<_>>()
-                        .join("   ")
-                        .trim_end()
-                        .to_string()
-                        + "\n"
-                })
-                .collect()
+            aligned(std::iter::once(header.iter().map(|s| s.to_string()).collect()).chain(rows))
         }
     }
 }
@@ -951,6 +928,24 @@ mod tests {
                 "POST",
                 format!("{agg}/catalogs/c/reconcile"),
             ),
+            (
+                Query::Impact {
+                    object_type: "view".into(),
+                    full_name: "c.s.v".into(),
+                    columns: vec!["a b".into(), "c".into()],
+                },
+                "GET",
+                format!("{agg}/views/c.s.v/impact?columns=a%20b,c"),
+            ),
+            (
+                Query::Impact {
+                    object_type: "table".into(),
+                    full_name: "c.s.t".into(),
+                    columns: vec![],
+                },
+                "GET",
+                format!("{agg}/tables/c.s.t/impact"),
+            ),
         ];
         for (query, method, path) in cases {
             let (m, p, _) = query.aggregated_request("ns");
@@ -1010,6 +1005,23 @@ mod tests {
                 Output::Table
             ),
             "No resources found.\n"
+        );
+    }
+
+    #[test]
+    fn impacts_render_one_line_per_model_dataset_and_column() {
+        let v = serde_json::json!({"code": 0, "source": "wh.app.orders", "columns": ["gross"], "breaks": true,
+            "impacts": [{"namespace": ["ns", "home", "semantic"], "model": "sales", "revision": 1, "dataset": "orders",
+                "column": "gross", "usedBy": ["field amount", "metric revenue"], "metrics": []}]});
+        assert_eq!(
+            render(&v, Output::Table),
+            "MODEL                 DATASET   COLUMN   USED BY\nhome.semantic.sales   orders    gross    field amount, metric revenue\n"
+        );
+        let none =
+            serde_json::json!({"source": "wh.app.orders", "columns": ["a", "b"], "impacts": []});
+        assert_eq!(
+            render(&none, Output::Table),
+            "nothing uses a, b of wh.app.orders in the models you may see\n"
         );
     }
 
