@@ -75,6 +75,7 @@ fn model(
                 object_type: "TABLE".into(),
                 id: format!("pg:7313918441042311863:16412:r{}", 20000 + table_of(d)),
                 revision: 1,
+                columns: vec![],
             })
             .collect(),
         metric_ids: (0..metrics)

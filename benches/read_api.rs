@@ -49,6 +49,7 @@ fn model(i: usize) -> SemanticModel {
                 object_type: "TABLE".into(),
                 id: format!("pg:1:2:r{t}"),
                 revision: 1,
+                columns: vec![],
             })
             .collect(),
         metrics: (0..METRICS)

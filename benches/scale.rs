@@ -140,6 +140,7 @@ async fn bare_writes(client: &Client, ns: &str, n: usize) -> Duration {
                         object_type: "TABLE".into(),
                         id: "pg:1:2:r3".into(),
                         revision: 1,
+                        columns: vec![],
                     })
                     .collect(),
                 metrics: (0..METRICS)

@@ -263,7 +263,8 @@ mod tests {
             &ds,
             &["gross".into(), "note".into(), "id".into()],
         );
-        let summary: Vec<(Option<&str>, Vec<&str>, Vec<(&str, &str)>)> = got
+        type Line<'a> = (Option<&'a str>, Vec<&'a str>, Vec<(&'a str, &'a str)>);
+        let summary: Vec<Line> = got
             .iter()
             .map(|i| {
                 (

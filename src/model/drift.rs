@@ -193,11 +193,9 @@ mod tests {
         ];
         let key = ("hr".to_string(), ProbeTarget::relation("public", "t1"));
         let by_name = HashMap::from([(key.clone(), present("id1"))]);
-        let cases: Vec<(
-            &str,
-            Vec<Column>,
-            Vec<(DriftKind, &str, Option<&str>, Vec<&str>)>,
-        )> = vec![
+        /// (kind, column, current, usedBy) of one drift entry.
+        type Found<'a> = (DriftKind, &'a str, Option<&'a str>, Vec<&'a str>);
+        let cases: Vec<(&str, Vec<Column>, Vec<Found>)> = vec![
             (
                 "unchanged",
                 vec![
@@ -244,7 +242,7 @@ mod tests {
         for (what, now, want) in cases {
             let columns = HashMap::from([(key.clone(), now)]);
             let got = classify_columns(&def, std::slice::from_ref(&a), &by_name, &columns);
-            let got: Vec<(DriftKind, &str, Option<&str>, Vec<&str>)> = got
+            let got: Vec<Found> = got
                 .iter()
                 .map(|d| {
                     (
