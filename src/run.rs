@@ -107,8 +107,10 @@ where
         .backoff(crate::backoff::WatchBackoff::default())
         // managedFields are a large share of each object and nothing here reads them.
         .modify(|o| o.meta_mut().managed_fields = None)
-        .inspect_ok(move |e| tap(e))
         .reflect_shared(writer)
+        // After the store has the event: a trigger sent before would let the triggered
+        // reconcile read the old object (a deleted Catalog still serving its models).
+        .inspect_ok(move |e| tap(e))
         .for_each(|r| async move {
             if let Err(e) = r {
                 tracing::warn!(kind = %K::kind(&()), error = %e, "watch failed; retrying with backoff");
