@@ -132,7 +132,7 @@ async fn impact(
     Ok(ok(ImpactReport {
         code: 0,
         source: source.to_string(),
-        columns: asked.clone(),
+        columns: asked,
         breaks: !impacts.is_empty(),
         impacts,
     }))
@@ -147,7 +147,9 @@ pub fn model_impacts(
     datasets: &[String],
     asked: &[String],
 ) -> Vec<Impact> {
-    let status = m.status.clone().unwrap_or_default();
+    let Some(status) = m.status.as_ref() else {
+        return vec![]; // bound datasets come from status: a model without one has none
+    };
     let mut out = Vec::new();
     for dataset in datasets {
         // The columns known to exist: the recorded dependencies, and the ones asked about.

@@ -336,6 +336,15 @@ pub fn dependencies(
     columns_of: &BTreeMap<String, Vec<String>>,
 ) -> BTreeMap<String, BTreeSet<String>> {
     let mut deps: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    // Every identifier of the definition, scanned once: only a column some identifier names
+    // can be used by an expression, so `usage` runs for those columns alone.
+    let named: Vec<Ident> = def
+        .datasets
+        .iter()
+        .flat_map(|d| d.fields.iter().flatten().map(|f| &f.expression))
+        .chain(def.metrics.iter().flatten().map(|m| &m.expression))
+        .flat_map(idents_of)
+        .collect();
     for ds in &def.datasets {
         let Some(cols) = columns_of.get(&ds.name) else {
             continue;
@@ -347,7 +356,10 @@ pub fn dependencies(
             }
         }
         for c in cols {
-            if !usage(def, &ds.name, c, cols).is_empty() {
+            let is_named = named
+                .iter()
+                .any(|i| i.column_in(std::slice::from_ref(c)).is_some());
+            if is_named && !usage(def, &ds.name, c, cols).is_empty() {
                 entry.insert(c.clone());
             }
         }
