@@ -320,6 +320,7 @@ pub async fn run(
             cfg.api_report_reuse,
             crate::api::reports::SCANS_AT_ONCE,
         ),
+        probes: Default::default(),
     });
     let api_listener = tokio::net::TcpListener::bind(cfg.api_addr).await?;
     let api_tls = match &cfg.api_tls {

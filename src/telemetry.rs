@@ -150,6 +150,8 @@ pub struct ApiMetrics {
     pub lineage_in_flight: Gauge<i64, std::sync::atomic::AtomicI64>,
     /// Entries of the read-API indexes (`source`: bound datasets, `home`: models by schema).
     pub index_entries: Family<IndexLabels, Gauge>,
+    /// Live catalog probes sent for lookups, lineage and impact (concurrent ones share one).
+    pub source_probes: Counter<u64, AtomicU64>,
 }
 
 impl ApiMetrics {
@@ -161,6 +163,7 @@ impl ApiMetrics {
             }),
             lineage_in_flight: Gauge::default(),
             index_entries: Family::default(),
+            source_probes: Counter::default(),
         };
         registry.register(
             "semops_api_requests",
@@ -181,6 +184,11 @@ impl ApiMetrics {
             "semops_index_entries",
             "Entries of the read-API indexes",
             m.index_entries.clone(),
+        );
+        registry.register(
+            "semops_api_source_probes",
+            "Live catalog probes sent by the read API (concurrent lookups of one source share one)",
+            m.source_probes.clone(),
         );
         m
     }

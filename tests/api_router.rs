@@ -179,6 +179,7 @@ impl World {
             lineage: Lineage::default(),
             metrics: Arc::default(),
             reports: Default::default(),
+            probes: Default::default(),
         };
         (router(Arc::new(state)), held)
     }
@@ -639,6 +640,14 @@ async fn every_aggregated_path_answers_like_its_gravitino_twin() {
         (
             "/models/analytics.semantic.nope",
             "/catalogs/analytics/schemas/semantic/semantic-models/nope",
+        ),
+        (
+            "/models/analytics.semantic.nope/versions",
+            "/catalogs/analytics/schemas/semantic/semantic-models/nope/versions",
+        ),
+        (
+            "/models/analytics.semantic.nope?revision=x",
+            "/catalogs/analytics/schemas/semantic/semantic-models/nope?revision=x",
         ),
         (
             "/models/analytics.semantic.employee_analysis/lineage",

@@ -266,6 +266,28 @@ fn the_seed_example_the_rbac_matrix_and_source_lifecycle_through_the_api() {
             && model.contains(r#""metricIds":[{"name":"headcount","id":""#),
         "{model}"
     );
+    // A model the caller may not get has no history either; one it may get has its own.
+    let versions = |model: &str, token: &str| {
+        get(
+            op.api_port,
+            &format!(
+                "/api/metalakes/{ns}/catalogs/analytics/schemas/semantic/semantic-models/{model}/versions"
+            ),
+            Some(token),
+        )
+    };
+    let (status, body) = versions("headcount", &one_model);
+    assert_eq!(
+        (status, body.contains("NO_SUCH_SEMANTIC_MODEL")),
+        (404, true),
+        "{body}"
+    );
+    let (status, body) = versions("employee_analysis", &one_model);
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains(r#""revision":1"#) && body.contains(r#""current":true"#),
+        "{body}"
+    );
 }
 
 #[test]
@@ -454,4 +476,160 @@ fn a_failing_edit_leaves_the_accepted_revision_serving_through_the_api() {
             "the accepted revision, not the spec, is served"
         );
     }
+}
+
+/// The revision history (`.../versions`) and `?revision=N`: which metric ids each revision
+/// added and retired, a pruned revision refused by name, both doors answering alike.
+#[test]
+fn the_revision_history_names_the_ids_each_revision_added_and_retired() {
+    let env = env();
+    let ns = env.namespace("apihist");
+    let ns = ns.name.as_str();
+    let op = Operator::start(
+        env,
+        &env.kubeconfig,
+        Some(ns),
+        ns,
+        &["--api-auth", "none", "--revision-history-limit", "3"],
+    );
+    let base = format!(
+        "/api/metalakes/{ns}/catalogs/analytics/schemas/semantic/semantic-models/employee_analysis"
+    );
+    let json = |path: &str| -> serde_json::Value {
+        let (status, body) = get(op.api_port, path, None);
+        assert_eq!(status, 200, "{path}: {body}");
+        serde_json::from_str(&body).unwrap()
+    };
+    let at_revision = |r: i64| {
+        eventually(Duration::from_secs(60), &format!("revision {r}"), || {
+            let (status, body) = get(op.api_port, &base, None);
+            let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+            (status == 200 && v["model"]["revision"] == r).then_some(v)
+        })
+    };
+    let metric = "      - name: headcount\n        expression: {dialects: [{dialect: ANSI_SQL, expression: \"COUNT(employee.id)\"}]}\n        datatype: Integer\n";
+    let with_metrics = |metrics: &str| examples_in(ns).replace(metric, metrics);
+    assert!(
+        examples_in(ns).contains(metric),
+        "the example's metric block moved"
+    );
+    // r1: headcount. r2: renamed to staff (a new id; headcount's retired). r3: staff's expression
+    // changed (ids kept). r4: managers added. With a history limit of 3, r1 is pruned.
+    env.apply_ok(&examples_in(ns));
+    let r1 = at_revision(1);
+    env.apply_ok(&with_metrics(&metric.replace("headcount", "staff")));
+    let r2 = at_revision(2);
+    env.apply_ok(&with_metrics(
+        &metric
+            .replace("headcount", "staff")
+            .replace("COUNT(employee.id)", "COUNT(DISTINCT employee.id)"),
+    ));
+    at_revision(3);
+    let managers = "      - name: managers\n        expression: {dialects: [{dialect: ANSI_SQL, expression: \"COUNT(manager.id)\"}]}\n        datatype: Integer\n";
+    env.apply_ok(&with_metrics(&format!(
+        "{}{managers}",
+        metric
+            .replace("headcount", "staff")
+            .replace("COUNT(employee.id)", "COUNT(DISTINCT employee.id)")
+    )));
+    let r4 = at_revision(4);
+    let id_of = |v: &serde_json::Value, name: &str| -> String {
+        v["model"]["metricIds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in {v}"))["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (headcount, staff, managers_id) = (
+        id_of(&r1, "headcount"),
+        id_of(&r2, "staff"),
+        id_of(&r4, "managers"),
+    );
+    assert_ne!(headcount, staff, "a renamed metric is a new identity");
+    assert_eq!(id_of(&r4, "staff"), staff, "a kept name keeps its id");
+
+    // r1 is pruned only after r4 committed: wait for the history to settle at three.
+    let history = eventually(Duration::from_secs(30), "r1 pruned", || {
+        let v = json(&format!("{base}/versions"));
+        (v["versions"].as_array().unwrap().len() == 3).then_some(v)
+    });
+    let ids = |v: &serde_json::Value| -> Option<Vec<String>> {
+        v.as_array().map(|a| {
+            a.iter()
+                .map(|m| m["id"].as_str().unwrap().to_string())
+                .collect()
+        })
+    };
+    // (revision, ids added, ids retired, current)
+    type Row = (i64, Option<Vec<String>>, Option<Vec<String>>, bool);
+    let rows: Vec<Row> = history["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            assert!(
+                v["created"].as_str().is_some_and(|t| t.contains('T')),
+                "{v}"
+            );
+            assert_eq!(v["definitionHash"].as_str().map(str::len), Some(64), "{v}");
+            (
+                v["revision"].as_i64().unwrap(),
+                ids(&v["metricsAdded"]),
+                ids(&v["metricsRetired"]),
+                v["current"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            // r1 is gone: what r2 added cannot be told, what it retired can (status keeps it).
+            (2, None, Some(vec![headcount.clone()]), false),
+            (3, Some(vec![]), Some(vec![]), false),
+            (4, Some(vec![managers_id]), Some(vec![]), true),
+        ]
+    );
+    let (h2, h3) = (
+        &history["versions"][0]["definitionHash"],
+        &history["versions"][1]["definitionHash"],
+    );
+    assert_ne!(h2, h3, "the expression change is a new definition");
+
+    // A kept earlier revision, as it was accepted.
+    let old = json(&format!("{base}?revision=2"));
+    assert_eq!(old["model"]["revision"], 2);
+    assert_eq!(id_of(&old, "staff"), staff);
+    assert_eq!(
+        old["model"]["definition"]["metrics"][0]["expression"]["dialects"][0]["expression"],
+        "COUNT(employee.id)"
+    );
+    assert_eq!(
+        json(&format!("{base}?revision=4")),
+        json(&base),
+        "the current revision by number"
+    );
+    // Pruned, never written, and not a number: refused with the envelope.
+    for (query, status, kind) in [
+        ("?revision=1", 404, "NO_SUCH_REVISION"),
+        ("?revision=5", 404, "NO_SUCH_REVISION"),
+        ("?revision=0", 404, "NO_SUCH_REVISION"),
+        ("?revision=two", 400, "ILLEGAL_ARGUMENTS"),
+    ] {
+        let (got, body) = get(op.api_port, &format!("{base}{query}"), None);
+        assert_eq!(
+            (got, body.contains(kind)),
+            (status, true),
+            "{query}: {body}"
+        );
+    }
+    // The aggregated door answers the same.
+    let agg = format!(
+        "/apis/query.semops.io/v1alpha1/namespaces/{ns}/models/analytics.semantic.employee_analysis"
+    );
+    assert_eq!(json(&format!("{agg}/versions")), history);
+    assert_eq!(json(&format!("{agg}?revision=2")), old);
 }

@@ -16,7 +16,7 @@ use super::auth::Asker;
 use super::error;
 use super::extract::{Path, Query};
 use super::paths::{self, GROUP, GROUP_VERSION, VERSION};
-use super::{checks, impact, lineage, routes};
+use super::{checks, impact, lineage, routes, versions};
 use crate::ossie::source_ref::split_segments;
 
 type S = State<Arc<ApiState>>;
@@ -73,6 +73,7 @@ pub fn routes(router: Router<Arc<ApiState>>) -> Router<Arc<ApiState>> {
         .route(paths::AGG_SCHEMA_MODELS, get(schema_models))
         .route(paths::AGG_MODEL, get(model))
         .route(paths::AGG_MODEL_LINEAGE, get(model_lineage))
+        .route(paths::AGG_MODEL_VERSIONS, get(model_versions))
         .route(
             paths::AGG_STALE_SCHEMAS,
             get(|s: S, p: NsName, a: Asker| checks::stale_schemas(s, p, a)),
@@ -131,9 +132,14 @@ async fn schema_models(s: S, Path((ns, n)): NsName, a: Asker) -> Response {
     }
 }
 
-async fn model(s: S, Path((ns, n)): NsName, a: Asker) -> Response {
+async fn model(
+    s: S,
+    Path((ns, n)): NsName,
+    q: Query<versions::RevisionQuery>,
+    a: Asker,
+) -> Response {
     match dotted::<3>(&n) {
-        Some([c, schema, m]) => routes::get_model(s, Path((ns, c, schema, m)), a).await,
+        Some([c, schema, m]) => routes::get_model(s, Path((ns, c, schema, m)), q, a).await,
         None => error::BAD_DOTTED_NAME.into_response(),
     }
 }
@@ -141,6 +147,13 @@ async fn model(s: S, Path((ns, n)): NsName, a: Asker) -> Response {
 async fn model_lineage(s: S, Path((ns, n)): NsName, a: Asker) -> Response {
     match dotted::<3>(&n) {
         Some([c, schema, m]) => lineage::model_lineage(s, Path((ns, c, schema, m)), a).await,
+        None => error::BAD_DOTTED_NAME.into_response(),
+    }
+}
+
+async fn model_versions(s: S, Path((ns, n)): NsName, a: Asker) -> Response {
+    match dotted::<3>(&n) {
+        Some([c, schema, m]) => versions::model_versions(s, Path((ns, c, schema, m)), a).await,
         None => error::BAD_DOTTED_NAME.into_response(),
     }
 }
@@ -282,6 +295,7 @@ mod tests {
                 ("catalogs/stale-schemas", "get"),
                 ("models", "get"),
                 ("models/lineage", "get"),
+                ("models/versions", "get"),
                 ("schemas/metrics", "get"),
                 ("schemas/models", "get"),
                 ("tables/datasets", "get"),

@@ -100,6 +100,12 @@ pub const NO_SUCH_MODEL: ApiError = e(
     "NO_SUCH_SEMANTIC_MODEL",
     "no such semantic model",
 );
+pub const NO_SUCH_REVISION: ApiError = e(
+    StatusCode::NOT_FOUND,
+    1003,
+    "NO_SUCH_REVISION",
+    "no such revision of this semantic model is kept (the last --revision-history-limit are; list them at .../versions)",
+);
 pub const UNAUTHENTICATED: ApiError = e(
     StatusCode::UNAUTHORIZED,
     1008,
@@ -141,7 +147,7 @@ pub const BAD_QUERY: ApiError = e(
     StatusCode::BAD_REQUEST,
     1001,
     "ILLEGAL_ARGUMENTS",
-    "a query parameter has an invalid value (details must be true or false)",
+    "a query parameter has an invalid value (details must be true or false, revision a whole number)",
 );
 pub const BAD_BODY: ApiError = e(
     StatusCode::BAD_REQUEST,

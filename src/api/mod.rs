@@ -15,7 +15,9 @@ pub mod openapi;
 pub mod paths;
 pub mod reports;
 pub mod routes;
+pub mod single_flight;
 pub mod tls;
+pub mod versions;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -76,7 +78,15 @@ pub struct ApiState {
     /// Stale reports: single flight per catalog, reused briefly, few scans at once.
     pub reports: reports::Reports,
     pub metrics: Arc<crate::telemetry::Metrics>,
+    /// Live lookups of the same source share one probe while it is in flight.
+    pub probes: SourceProbes,
 }
+
+/// (provider instance, schema, name) -> the probe in flight.
+pub type SourceProbes = single_flight::SingleFlight<
+    (usize, String, String),
+    Result<Vec<crate::catalog::Probe>, crate::catalog::ProviderError>,
+>;
 
 impl ApiState {
     pub fn is_ready(&self) -> bool {
@@ -95,6 +105,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route(SCHEMA_METRICS, get(routes::schema_metrics))
         .route(MODELS, get(routes::list_models))
         .route(MODEL, get(routes::get_model))
+        .route(paths::MODEL_VERSIONS, get(versions::model_versions))
         .route(paths::STALE_SCHEMAS, get(checks::stale_schemas))
         .route(paths::STALE_ENTITIES, get(checks::stale_entities))
         .route(paths::RECONCILE, axum::routing::post(checks::reconcile))

@@ -55,8 +55,18 @@ pub const ROUTES: &[Route] = &[
     Route {
         method: "get",
         path: MODEL,
-        summary: "One semantic model's accepted definition, revision and metric ids",
+        summary: "One semantic model's accepted definition, revision and metric ids (or a kept earlier revision with revision=N)",
         response: "ModelBody",
+        query: &[(
+            "revision",
+            "a kept revision number (see versions); absent: the accepted one",
+        )],
+    },
+    Route {
+        method: "get",
+        path: MODEL_VERSIONS,
+        summary: "The model's kept revisions, oldest first: number, time, definition hash, the metric ids each added and retired",
+        response: "VersionList",
         query: &[],
     },
     Route {
@@ -132,6 +142,10 @@ pub fn document() -> Value {
         ("EntityList", generator.subschema_for::<EntityList>()),
         ("MetricList", generator.subschema_for::<MetricList>()),
         ("ModelBody", generator.subschema_for::<ModelBody>()),
+        (
+            "VersionList",
+            generator.subschema_for::<super::versions::VersionList>(),
+        ),
         ("Error", generator.subschema_for::<Envelope>()),
         (
             "StaleResponse",

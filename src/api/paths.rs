@@ -10,6 +10,8 @@ pub const SCHEMA_METRICS: &str =
 pub const MODELS: &str = "/api/metalakes/{ns}/catalogs/{catalog}/schemas/{schema}/semantic-models";
 pub const MODEL: &str =
     "/api/metalakes/{ns}/catalogs/{catalog}/schemas/{schema}/semantic-models/{name}";
+pub const MODEL_VERSIONS: &str =
+    "/api/metalakes/{ns}/catalogs/{catalog}/schemas/{schema}/semantic-models/{name}/versions";
 
 pub const STALE_SCHEMAS: &str = "/api/metalakes/{ns}/catalogs/{catalog}/stale-schemas";
 pub const STALE_ENTITIES: &str = "/api/metalakes/{ns}/catalogs/{catalog}/stale-entities";
@@ -44,6 +46,7 @@ pub const AGG_SCHEMA_METRICS: &str = aggregated!("schemas/{name}/metrics");
 pub const AGG_SCHEMA_MODELS: &str = aggregated!("schemas/{name}/models");
 pub const AGG_MODEL: &str = aggregated!("models/{name}");
 pub const AGG_MODEL_LINEAGE: &str = aggregated!("models/{name}/lineage");
+pub const AGG_MODEL_VERSIONS: &str = aggregated!("models/{name}/versions");
 pub const AGG_STALE_SCHEMAS: &str = aggregated!("catalogs/{name}/stale-schemas");
 pub const AGG_STALE_ENTITIES: &str = aggregated!("catalogs/{name}/stale-entities");
 pub const AGG_REGISTRATIONS: &str = aggregated!("catalogs/{name}/registrations");
@@ -61,6 +64,7 @@ pub const AGGREGATED: &[(&str, &str)] = &[
     (AGG_SCHEMA_MODELS, MODELS),
     (AGG_MODEL, MODEL),
     (AGG_MODEL_LINEAGE, MODEL_LINEAGE),
+    (AGG_MODEL_VERSIONS, MODEL_VERSIONS),
     (AGG_STALE_SCHEMAS, STALE_SCHEMAS),
     (AGG_STALE_ENTITIES, STALE_ENTITIES),
     (AGG_REGISTRATIONS, REGISTRATIONS),

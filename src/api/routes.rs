@@ -8,9 +8,9 @@ use super::extract::{Path, Query};
 use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use k8s_openapi::api::apps::v1::ControllerRevision;
+use futures::FutureExt;
+use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
-use kube::{Api, ResourceExt};
 use serde::{Deserialize, Serialize};
 
 use super::ApiState;
@@ -250,7 +250,23 @@ pub(super) async fn resolve_source(
         Ok(Ok((p, _))) => p,
         Ok(Err(_)) | Err(_) => return Err(error::CATALOG_UNREACHABLE),
     };
-    let answer = provider.probe(&[ProbeTarget::relation(&source.schema, &source.name)]).await.map_err(|e| {
+    // Many clients asking for one source at once cost one catalog round trip.
+    let key = (
+        Arc::as_ptr(&provider) as usize,
+        source.schema.clone(),
+        source.name.clone(),
+    );
+    let target = ProbeTarget::relation(&source.schema, &source.name);
+    let sent = state.metrics.api.source_probes.clone();
+    let probe = move || {
+        // The flight holds the provider, so its address cannot be reused while the key lives.
+        async move {
+            sent.inc();
+            provider.probe(&[target]).await
+        }
+        .boxed()
+    };
+    let answer = state.probes.run(key, probe).await.map_err(|e| {
         tracing::warn!(catalog = %source.catalog, category = %e.category(), "source lookup probe failed");
         error::CATALOG_UNREACHABLE
     })?;
@@ -438,29 +454,15 @@ pub(super) async fn accepted_definition(
     if let Some(def) = state.revisions.get(&uid, revision) {
         return Ok(def.as_ref().clone());
     }
-    let api: Api<ControllerRevision> =
-        Api::namespaced(state.client.clone(), &m.namespace().unwrap_or_default());
-    let name = format!("{}-r{revision}", m.name_any());
-    let rev = api.get(&name).await.map_err(|e| {
-        tracing::warn!(error = %e, revision = %name, "reading an accepted revision failed");
-        error::INTERNAL
-    })?;
     // The revision status names must be this model's (a deleted namesake's would not be).
-    if rev
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(crate::crd::MODEL_UID_LABEL))
-        != Some(&uid)
-    {
-        tracing::warn!(revision = %name, "revision belongs to another model");
+    let Some(kept) = super::versions::kept_revision(state, m, revision).await? else {
+        tracing::warn!(revision, model = %m.name_any(), "the accepted revision is missing or not this model's");
         return Err(error::INTERNAL);
-    }
-    let def: Definition =
-        serde_json::from_value(rev.data.0.get("definition").cloned().unwrap_or_default())
-            .map_err(|_| error::INTERNAL)?;
-    state.revisions.put(&uid, revision, Arc::new(def.clone()));
-    Ok(def)
+    };
+    state
+        .revisions
+        .put(&uid, revision, Arc::new(kept.definition.clone()));
+    Ok(kept.definition)
 }
 
 #[derive(Deserialize)]
@@ -554,32 +556,44 @@ pub struct ModelView {
     metric_ids: Vec<crate::crd::semantic_model::MetricIdentity>,
 }
 
-/// DESIGN 6.3: one model's accepted definition, revision and metric ids.
+/// DESIGN 6.3: one model's accepted definition, revision and metric ids; with `?revision=N`
+/// a kept earlier revision as it was accepted (docs/api.md).
 pub async fn get_model(
     State(state): State<Arc<ApiState>>,
     Path((ns, catalog_name, schema, name)): Path<(String, String, String, String)>,
+    Query(q): Query<super::versions::RevisionQuery>,
     headers: Asker,
 ) -> Response {
     let run = async {
-        let who = caller(&state, &headers).await?;
-        let models = home_models(&state, &who, &ns, &catalog_name, &schema, Some(&name)).await?;
-        let m = models
-            .into_iter()
-            .find(|m| m.model_name() == name)
-            .ok_or(error::NO_SUCH_MODEL)?;
+        let m =
+            super::versions::visible_model(&state, &headers, (&ns, &catalog_name, &schema, &name))
+                .await?;
         let status = m.status.clone().unwrap_or_default();
-        let definition = accepted_definition(&state, &m).await?;
-        Ok::<_, ApiError>(ok(ModelBody {
-            code: 0,
-            model: ModelView {
+        let current = status.revision.unwrap_or(0);
+        let model = match q.revision {
+            Some(r) if r != current => {
+                let kept = super::versions::kept_revision(&state, &m, r)
+                    .await?
+                    .ok_or(error::NO_SUCH_REVISION)?;
+                ModelView {
+                    name: kept.name,
+                    comment: kept.comment,
+                    properties: kept.properties,
+                    revision: r,
+                    definition: kept.definition,
+                    metric_ids: kept.metrics.unwrap_or_default(),
+                }
+            }
+            _ => ModelView {
                 name: m.model_name().to_string(),
                 comment: m.spec.comment.clone(),
                 properties: m.spec.properties.clone(),
-                revision: status.revision.unwrap_or(0),
-                definition,
+                revision: current,
+                definition: accepted_definition(&state, &m).await?,
                 metric_ids: status.metrics,
             },
-        }))
+        };
+        Ok::<_, ApiError>(ok(ModelBody { code: 0, model }))
     };
     run.await.unwrap_or_else(IntoResponse::into_response)
 }

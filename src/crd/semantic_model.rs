@@ -695,6 +695,14 @@ impl<'de> Deserialize<'de> for SemanticModel {
 }
 
 impl SemanticModel {
+    /// Name of the ControllerRevision holding revision `revision` of this model.
+    pub fn revision_object_name(&self, revision: i64) -> String {
+        format!(
+            "{}-r{revision}",
+            self.metadata.name.as_deref().unwrap_or_default()
+        )
+    }
+
     /// The model name clients see: `spec.name`, else `metadata.name`.
     pub fn model_name(&self) -> &str {
         self.spec

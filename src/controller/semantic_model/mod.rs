@@ -229,6 +229,7 @@ async fn decide(
         model,
         revision,
         next.snapshot_hash.clone().unwrap_or_default(),
+        &next.metrics,
     )
     .await?;
     crate::failpoint::crash("after-revision");

@@ -7,11 +7,8 @@ use kube::api::{DeleteParams, ObjectMeta, PostParams, Preconditions};
 use kube::{Api, Resource, ResourceExt};
 
 use crate::controller::{Context, Error};
+use crate::crd::semantic_model::MetricIdentity;
 use crate::crd::{MODEL_UID_LABEL, SemanticModel};
-
-fn revision_name(model: &SemanticModel, revision: i64) -> String {
-    format!("{}-r{revision}", model.name_any())
-}
 
 /// Writes revision `revision` (step a of the transaction). A revision of that name left by a
 /// crash is reused when it holds the same snapshot of this model, replaced otherwise.
@@ -20,6 +17,7 @@ pub async fn write(
     model: &SemanticModel,
     revision: i64,
     snapshot_hash: String,
+    metrics: &[MetricIdentity],
 ) -> Result<(), Error> {
     if !ctx.leader.is_leading() {
         return Err(Error::NotLeader);
@@ -27,13 +25,15 @@ pub async fn write(
     let ns = model.namespace().ok_or(Error::MissingNamespace)?;
     let api: Api<ControllerRevision> = Api::namespaced(ctx.client.clone(), &ns);
     let uid = model.uid().unwrap_or_default();
-    let name = revision_name(model, revision);
+    let name = model.revision_object_name(revision);
     let data = serde_json::json!({
         "name": model.model_name(),
         "comment": model.spec.comment,
         "properties": model.spec.properties,
         "definition": model.spec.definition,
         "snapshotHash": snapshot_hash,
+        // The ids this revision commits, so its history can say which ids it added and retired.
+        "metrics": metrics,
     });
     let owner = model.controller_owner_ref(&()).map(|mut o| {
         o.block_owner_deletion = None; // needs extra RBAC where owner-reference enforcement is on
@@ -94,7 +94,7 @@ pub async fn prune(ctx: &Context, model: &SemanticModel, committed: i64) {
     }
     let Some(ns) = model.namespace() else { return };
     let api: Api<ControllerRevision> = Api::namespaced(ctx.client.clone(), &ns);
-    let result = match api.get_opt(&revision_name(model, old)).await {
+    let result = match api.get_opt(&model.revision_object_name(old)).await {
         Ok(Some(rev)) if ownership(&rev, model) == Ownership::ThisModel => {
             delete_exactly(&api, &rev).await
         }
