@@ -2,7 +2,8 @@
 //!
 //! Rooms (see docs/architecture.md): `crd` (types), `ossie` (grammar), `model` and `policy`
 //! (pure decisions), `controller` (reconcilers), `leader`, `telemetry`, `server`, `run` (with
-//! `backoff`, the watchers' retry delay), `cli`.
+//! `backoff`, the watchers' retry delay, and `stale_cache`, which restarts a watch that stopped
+//! delivering), `cli`.
 #![forbid(unsafe_code)]
 
 pub mod api;
@@ -22,5 +23,6 @@ pub mod policy;
 pub mod reconcile;
 pub mod run;
 pub mod server;
+pub mod stale_cache;
 pub mod stores;
 pub mod telemetry;

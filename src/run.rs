@@ -88,6 +88,7 @@ fn watch_kind<K>(
     client: &Client,
     namespace: Option<&str>,
     writer: Writer<K>,
+    restart: Arc<tokio::sync::Notify>,
     tap: impl Fn(&Event<K>) + Send + 'static,
 ) -> impl std::future::Future<Output = ()> + Send + 'static
 where
@@ -103,10 +104,20 @@ where
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
-    make_watcher(api, watcher::Config::default())
-        .backoff(crate::backoff::WatchBackoff::default())
-        // managedFields are a large share of each object and nothing here reads them.
-        .modify(|o| o.meta_mut().managed_fields = None)
+    let watch = move || {
+        make_watcher(api.clone(), watcher::Config::default())
+            .backoff(crate::backoff::WatchBackoff::default())
+            // managedFields are a large share of each object and nothing here reads them.
+            .modify(|o| o.meta_mut().managed_fields = None)
+    };
+    let restarted = || {
+        tracing::warn!(
+            kind = %K::kind(&()),
+            after = ?crate::stale_cache::STALE_AFTER,
+            "writes made from this cache keep being refused as stale: its watch stopped delivering; restarting it with a fresh list"
+        );
+    };
+    crate::stale_cache::restartable(watch, restart, restarted)
         .reflect_shared(writer)
         // After the store has the event: a trigger sent before would let the triggered
         // reconcile read the old object (a deleted Catalog still serving its models).
@@ -164,11 +175,13 @@ pub async fn run(
 
     let (triggers, receivers) = Triggers::new();
     let index = Arc::new(ModelIndex::default());
+    let stale_caches = Arc::new(crate::stale_cache::StaleCaches::default());
     let (t, s, idx) = (triggers.clone(), stores.clone(), index.clone());
     tokio::spawn(watch_kind(
         &client,
         cfg.watch_namespace.as_deref(),
         models_writer,
+        stale_caches.models.restart_signal(),
         move |e| {
             feed_index(&idx, e);
             t.on_model(e, &s)
@@ -182,6 +195,7 @@ pub async fn run(
         &client,
         cfg.watch_namespace.as_deref(),
         catalogs_writer,
+        stale_caches.catalogs.restart_signal(),
         move |e| {
             // A deleted Catalog's pool (and its connections) goes with it.
             if let Event::Delete(c) = e {
@@ -195,6 +209,7 @@ pub async fn run(
         &client,
         cfg.watch_namespace.as_deref(),
         policies_writer,
+        stale_caches.policies.restart_signal(),
         move |e| t.on_policy(e, &s),
     ));
 
@@ -243,6 +258,7 @@ pub async fn run(
     ctx.checks = controller::check::Checks::new(cfg.max_concurrent_rounds);
     ctx.triggers = Some(triggers.clone());
     ctx.revision_history_limit = cfg.revision_history_limit;
+    ctx.stale_caches = stale_caches;
     let ctx = Arc::new(ctx);
     let config = ControllerConfig::default().concurrency(cfg.concurrency);
 

@@ -194,7 +194,7 @@ async fn protect(ctx: &Context, cat: &Catalog, hosted: &[String]) -> Result<Opti
             .await
         {
             Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 409 => return Err(Error::Conflict),
+            Err(kube::Error::Api(s)) if s.code == 409 => return Err(ctx.refused_as_stale(cat)),
             Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Some(Action::await_change())),
             Err(e) => return Err(e.into()),
         }

@@ -63,6 +63,8 @@ pub struct Context {
     /// When each model's sources were last resolved (in memory): drift from a round older than
     /// that describes sources the model no longer has, and is ignored.
     sources_resolved: Mutex<HashMap<String, Instant>>,
+    /// Writes refused as stale, per kind: evidence that a watch stopped delivering.
+    pub stale_caches: Arc<crate::stale_cache::StaleCaches>,
 }
 
 impl Context {
@@ -89,7 +91,21 @@ impl Context {
             triggers: None,
             failures: Mutex::default(),
             sources_resolved: Mutex::default(),
+            stale_caches: Arc::default(),
         }
+    }
+
+    /// A write made from the cached `obj` was refused as a conflict: recorded as evidence about
+    /// the kind's watch (docs/reliability.md), then retried like any conflict.
+    pub fn refused_as_stale<K: Resource<DynamicType = ()>>(&self, obj: &K) -> Error {
+        if let (Some(cache), Some(uid), Some(rv)) = (
+            self.stale_caches.of_kind(&K::kind(&())),
+            obj.meta().uid.as_deref(),
+            obj.meta().resource_version.as_deref(),
+        ) {
+            cache.refused(uid, rv);
+        }
+        Error::Conflict
     }
 
     /// A model's sources were just resolved: older drift observations no longer apply to it.

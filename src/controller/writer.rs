@@ -96,7 +96,7 @@ pub async fn commit<K: HasStatus>(
     };
     match api.replace_status(&obj.name_any(), &params, &next).await {
         Ok(_) => ctx.metrics.observe_status_write(controller),
-        Err(kube::Error::Api(s)) if s.code == 409 => return Err(Error::Conflict),
+        Err(kube::Error::Api(s)) if s.code == 409 => return Err(ctx.refused_as_stale(obj)),
         Err(e) => return Err(Error::Kube(e)),
     }
     if let Some((action, after)) = flip {
