@@ -13,6 +13,10 @@
 //!    (TokenReview + SubjectAccessReview, as in production), vs `kubectl get -o json` and
 //!    filtering; both sides' answers are checked query by query against the models' status;
 //!
+//! 6. with `SEMOPS_BENCH_LOAD=CLIENTS:SECONDS` (hack/bench --load): the read API under
+//!    concurrent load — requests/s, p50/p99, errors, CPU per 1,000 requests, peak RSS and how many
+//!    live probes the lookups cost (single flight);
+//!
 //! and once: a stale round over 10,000 registrations (two Catalogs of 5,000, the most one Catalog
 //! may declare) on the local PostgreSQL, default concurrency.
 //!
@@ -461,6 +465,18 @@ async fn run_scale(n: usize, rows: &mut Vec<Row>) {
         .collect();
     let (base_p50, _) = percentiles(baseline);
 
+    // 6. Concurrent load (hack/bench --load), before the restart below replaces the process.
+    let load = load_settings().map(|(clients, secs)| {
+        let probes_before = op.metric("semops_api_source_probes_total", &[]);
+        let result = run_load(&op, &token, &ns.name, n, clients, secs);
+        (
+            clients,
+            secs,
+            result,
+            op.metric("semops_api_source_probes_total", &[]) - probes_before,
+        )
+    });
+
     // 4. Restart: time until ready (caches synced) with n models.
     op.terminate();
     let restarted = Instant::now();
@@ -534,8 +550,120 @@ async fn run_scale(n: usize, rows: &mut Vec<Row>) {
             base_p50.as_secs_f64() / lookup_p50.as_secs_f64()
         ),
     ));
+    if let Some((clients, secs, l, probes)) = load {
+        let total = l.latencies.len();
+        let (p50, p99) = percentiles(l.latencies);
+        rows.push(Row(
+            label(&format!("read API under load: {clients} clients for {secs} s on the same 2 cores (lookups, half of them of 16 hot tables; 1 in 10 a model read), real token, new connection per request")),
+            format!(
+                "{:.0} requests/s, p50 {} / p99 {}, errors {} of {total}",
+                total as f64 / secs as f64,
+                ms(p50),
+                ms(p99),
+                l.errors
+            ),
+        ));
+        rows.push(Row(
+            label("under that load: operator CPU per 1,000 requests / peak RSS / live probes per lookup (single flight)"),
+            format!(
+                "{:.2} CPU-s / {} MiB / {:.2} ({probes} probes for {} lookups)",
+                l.cpu_seconds / total.max(1) as f64 * 1000.0,
+                l.peak_rss_kib / 1024,
+                probes / l.lookups.max(1) as f64,
+                l.lookups
+            ),
+        ));
+    }
     drop(ns);
     drop(bare);
+}
+
+/// `SEMOPS_BENCH_LOAD=CLIENTS:SECONDS` (hack/bench --load sets 64:30).
+fn load_settings() -> Option<(usize, u64)> {
+    let v = std::env::var("SEMOPS_BENCH_LOAD").ok()?;
+    let (c, s) = v.split_once(':')?;
+    Some((c.parse().ok()?, s.parse().ok()?))
+}
+
+struct Load {
+    latencies: Vec<Duration>,
+    errors: usize,
+    lookups: usize,
+    cpu_seconds: f64,
+    peak_rss_kib: u64,
+}
+
+/// `clients` threads asking the operator's read API for `secs`, each request on a new
+/// connection with the ServiceAccount token: source lookups (half of them of 16 hot tables, so
+/// concurrent lookups of one source happen) and, one request in ten, a model read.
+fn run_load(
+    op: &Operator,
+    token: &str,
+    ns: &str,
+    models: usize,
+    clients: usize,
+    secs: u64,
+) -> Load {
+    let port = op.api_port;
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let (_, cpu0) = proc_stats(op.pid());
+    let pid = op.pid();
+    let sampler = std::thread::spawn(move || {
+        let mut peak = 0;
+        while Instant::now() < deadline {
+            peak = proc_stats(pid).0.max(peak);
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        peak
+    });
+    let workers: Vec<_> = (0..clients)
+        .map(|c| {
+            let (token, ns) = (token.to_string(), ns.to_string());
+            std::thread::spawn(move || {
+                let (mut latencies, mut errors, mut lookups) = (vec![], 0, 0);
+                let mut k = c;
+                while Instant::now() < deadline {
+                    let path = match k % 10 {
+                        9 => format!(
+                            "/api/metalakes/{ns}/catalogs/analytics/schemas/semantic/semantic-models/model_{}",
+                            k % models
+                        ),
+                        even if even % 2 == 0 => format!(
+                            "/api/metalakes/{ns}/objects/table/hr.bench.t{}/semantic-model-datasets",
+                            (k / 10) % 16
+                        ),
+                        _ => format!(
+                            "/api/metalakes/{ns}/objects/table/hr.bench.t{}/semantic-model-datasets",
+                            (k * 37) % TABLES
+                        ),
+                    };
+                    lookups += usize::from(k % 10 != 9);
+                    let t = Instant::now();
+                    let (code, _) = support::checks::request(port, "GET", &path, Some(&token), None);
+                    latencies.push(t.elapsed());
+                    errors += usize::from(code != 200);
+                    k += clients;
+                }
+                (latencies, errors, lookups)
+            })
+        })
+        .collect();
+    let mut load = Load {
+        latencies: vec![],
+        errors: 0,
+        lookups: 0,
+        cpu_seconds: 0.0,
+        peak_rss_kib: 0,
+    };
+    for w in workers {
+        let (l, e, n) = w.join().unwrap();
+        load.latencies.extend(l);
+        load.errors += e;
+        load.lookups += n;
+    }
+    load.peak_rss_kib = sampler.join().unwrap();
+    load.cpu_seconds = proc_stats(op.pid()).1 - cpu0;
+    load
 }
 
 /// Two Catalogs of 5,000 registrations on 10,000 real tables, one round each, at once.
