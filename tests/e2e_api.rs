@@ -626,6 +626,36 @@ fn the_revision_history_names_the_ids_each_revision_added_and_retired() {
             "{query}: {body}"
         );
     }
+    // The CLI's table: one row per kept revision, + for ids added, - for ids retired.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_semops"))
+        .args([
+            "history",
+            "analytics",
+            "semantic",
+            "employee_analysis",
+            "-n",
+            ns,
+        ])
+        .args(["--server", &format!("http://127.0.0.1:{}", op.api_port)])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<Vec<&str>> = table
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    // (revision, current mark and changes) after the time and the hash
+    let rows: Vec<(&str, String)> = lines.iter().map(|l| (l[0], l[3..].join(" "))).collect();
+    assert_eq!(
+        rows,
+        [
+            ("2", "? -headcount".to_string()),
+            ("3", String::new()),
+            ("4", "* +managers".to_string())
+        ],
+        "{table}"
+    );
     // The aggregated door answers the same.
     let agg = format!(
         "/apis/query.semops.io/v1alpha1/namespaces/{ns}/models/analytics.semantic.employee_analysis"

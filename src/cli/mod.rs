@@ -66,6 +66,15 @@ enum Command {
         #[command(flatten)]
         api: query::ApiArgs,
     },
+    /// A model's kept revisions (read API `.../versions`): when each was accepted, its
+    /// definition hash, and the metric ids it added (+) and retired (-).
+    History {
+        catalog: String,
+        schema: String,
+        name: String,
+        #[command(flatten)]
+        api: query::ApiArgs,
+    },
     /// Lineage graph of a model (`lineage model CATALOG SCHEMA NAME`) or of a table or view
     /// (`lineage table|view CATALOG.SCHEMA.NAME`); `-o dot|mermaid` draws it.
     Lineage {
@@ -282,6 +291,19 @@ pub fn main() -> ExitCode {
         } => query::main(
             &api,
             query::Query::Models {
+                catalog,
+                schema,
+                name,
+            },
+        ),
+        Command::History {
+            catalog,
+            schema,
+            name,
+            api,
+        } => query::main(
+            &api,
+            query::Query::History {
                 catalog,
                 schema,
                 name,

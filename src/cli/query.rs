@@ -1,4 +1,4 @@
-//! `semops lookup | metrics | models | lineage | stale`: the read API from a terminal (also
+//! `semops lookup | metrics | models | history | lineage | stale`: the read API from a terminal (also
 //! `kubectl semops …`). By default through the Kubernetes API server (the aggregated API) with
 //! the kubeconfig's user, whatever it authenticates with; with `--server`, the direct port and
 //! the bearer token of `--token` (or the kubeconfig user's). Every URL is filled in from the
@@ -98,6 +98,12 @@ pub enum Query {
         name: Option<String>,
     },
     ModelLineage {
+        catalog: String,
+        schema: String,
+        name: String,
+    },
+    /// A model's kept revisions and the metric ids each added and retired.
+    History {
         catalog: String,
         schema: String,
         name: String,
@@ -209,6 +215,19 @@ impl Query {
                     ("name", name),
                 ],
             )),
+            Query::History {
+                catalog,
+                schema,
+                name,
+            } => get(fill(
+                paths::MODEL_VERSIONS,
+                &[
+                    ("ns", ns),
+                    ("catalog", catalog),
+                    ("schema", schema),
+                    ("name", name),
+                ],
+            )),
             Query::SourceLineage {
                 object_type,
                 full_name,
@@ -308,6 +327,17 @@ impl Query {
                 name,
             } => get(fill(
                 paths::AGG_MODEL_LINEAGE,
+                &[
+                    ("ns", ns),
+                    ("name", &format!("{}.{}.{}", q(catalog), q(schema), q(name))),
+                ],
+            )),
+            Query::History {
+                catalog,
+                schema,
+                name,
+            } => get(fill(
+                paths::AGG_MODEL_VERSIONS,
                 &[
                     ("ns", ns),
                     ("name", &format!("{}.{}.{}", q(catalog), q(schema), q(name))),
@@ -679,6 +709,39 @@ fn render_impacts(value: &Value) -> String {
     aligned(std::iter::once(header.to_vec()).chain(rows))
 }
 
+/// One row per kept revision: `+name` for each id it added, `-name` for each it retired
+/// (`?` when the revision before it is no longer kept).
+fn render_versions(value: &Value) -> String {
+    let versions = value["versions"].as_array().cloned().unwrap_or_default();
+    if versions.is_empty() {
+        return "No revisions kept.\n".into();
+    }
+    let names = |v: &Value, sign: char| -> Vec<String> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .map(|m| format!("{sign}{}", m["name"].as_str().unwrap_or_default()))
+            .collect()
+    };
+    let rows = versions.iter().map(|v| {
+        let mut changes = match v.get("metricsAdded") {
+            Some(added) => names(added, '+'),
+            None => vec!["?".into()],
+        };
+        changes.extend(names(&v["metricsRetired"], '-'));
+        let hash = v["definitionHash"].as_str().unwrap_or_default();
+        vec![
+            v["revision"].to_string(),
+            v["created"].as_str().unwrap_or_default().to_string(),
+            hash.chars().take(12).collect(),
+            if v["current"] == true { "*" } else { "" }.to_string(),
+            changes.join(" "),
+        ]
+    });
+    let header = ["REVISION", "CREATED", "DEFINITION", "CURRENT", "METRIC IDS"].map(String::from);
+    aligned(std::iter::once(header.to_vec()).chain(rows))
+}
+
 /// Rows as left-aligned columns three spaces apart (the first row is the header).
 fn aligned(rows: impl IntoIterator<Item = Vec<String>>) -> String {
     let all: Vec<Vec<String>> = rows.into_iter().collect();
@@ -713,6 +776,7 @@ pub fn render(value: &Value, output: Output) -> String {
         Output::Mermaid if graph => crate::lineage::render::mermaid(value),
         Output::Dot | Output::Mermaid => serde_saphyr::to_string(value).unwrap_or_default(),
         Output::Table if value.get("impacts").is_some() => render_impacts(value),
+        Output::Table if value.get("versions").is_some() => render_versions(value),
         Output::Table => {
             let rows: Vec<Vec<String>> = if let Some(ids) =
                 value.get("identifiers").and_then(Value::as_array)
@@ -829,6 +893,11 @@ mod tests {
                 catalog: "c".into(),
                 dry_run: true,
             },
+            Query::History {
+                catalog: "c".into(),
+                schema: "s".into(),
+                name: "m x".into(),
+            },
         ];
         let want = [
             (
@@ -854,6 +923,10 @@ mod tests {
             ("GET", "/api/metalakes/ns/objects/view/c.s.v/lineage"),
             ("GET", "/api/metalakes/ns/catalogs/c/stale-entities"),
             ("POST", "/api/metalakes/ns/catalogs/c/reconcile"),
+            (
+                "GET",
+                "/api/metalakes/ns/catalogs/c/schemas/s/semantic-models/m%20x/versions",
+            ),
         ];
         for (q, (method, path)) in queries.iter().zip(want) {
             let (m, p, _) = q.request("ns");
@@ -946,6 +1019,15 @@ mod tests {
                 "GET",
                 format!("{agg}/tables/c.s.t/impact"),
             ),
+            (
+                Query::History {
+                    catalog: "c".into(),
+                    schema: "a.b".into(),
+                    name: "m".into(),
+                },
+                "GET",
+                format!("{agg}/models/c.%60a.b%60.m/versions"),
+            ),
         ];
         for (query, method, path) in cases {
             let (m, p, _) = query.aggregated_request("ns");
@@ -1022,6 +1104,29 @@ mod tests {
         assert_eq!(
             render(&none, Output::Table),
             "nothing uses a, b of wh.app.orders in the models you may see\n"
+        );
+    }
+
+    #[test]
+    fn a_history_renders_one_row_per_revision_with_the_ids_it_added_and_retired() {
+        let v = serde_json::json!({"code": 0, "versions": [
+            {"revision": 2, "created": "2026-12-02T10:00:00Z", "definitionHash": "0123456789abcdef", "current": false,
+             "metricsRetired": [{"name": "headcount", "id": "a"}]},
+            {"revision": 3, "created": "2026-12-02T11:00:00Z", "definitionHash": "fedcba9876543210", "current": true,
+             "metricsAdded": [{"name": "managers", "id": "c"}], "metricsRetired": []}
+        ]});
+        assert_eq!(
+            render(&v, Output::Table),
+            "REVISION   CREATED                DEFINITION     CURRENT   METRIC IDS\n\
+             2          2026-12-02T10:00:00Z   0123456789ab             ? -headcount\n\
+             3          2026-12-02T11:00:00Z   fedcba987654   *         +managers\n"
+        );
+        assert_eq!(
+            render(
+                &serde_json::json!({"code": 0, "versions": []}),
+                Output::Table
+            ),
+            "No revisions kept.\n"
         );
     }
 
