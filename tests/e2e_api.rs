@@ -575,7 +575,12 @@ fn the_revision_history_names_the_ids_each_revision_added_and_retired() {
                 v["created"].as_str().is_some_and(|t| t.contains('T')),
                 "{v}"
             );
-            assert_eq!(v["definitionHash"].as_str().map(str::len), Some(64), "{v}");
+            assert!(
+                v["definitionHash"]
+                    .as_str()
+                    .is_some_and(|h| h.starts_with("sha256:") && h.len() == 71),
+                "{v}"
+            );
             (
                 v["revision"].as_i64().unwrap(),
                 ids(&v["metricsAdded"]),
@@ -598,6 +603,20 @@ fn the_revision_history_names_the_ids_each_revision_added_and_retired() {
         &history["versions"][1]["definitionHash"],
     );
     assert_ne!(h2, h3, "the expression change is a new definition");
+    let status_hash = env.kubectl_ok(&[
+        "get",
+        "sm",
+        "employee-analysis",
+        "-n",
+        ns,
+        "-o",
+        "jsonpath={.status.definitionHash}",
+    ]);
+    assert_eq!(
+        history["versions"][2]["definitionHash"],
+        status_hash.trim(),
+        "the current revision's hash is the one status records"
+    );
 
     // A kept earlier revision, as it was accepted.
     let old = json(&format!("{base}?revision=2"));
