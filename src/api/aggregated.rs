@@ -132,12 +132,7 @@ async fn schema_models(s: S, Path((ns, n)): NsName, a: Asker) -> Response {
     }
 }
 
-async fn model(
-    s: S,
-    Path((ns, n)): NsName,
-    q: Query<versions::RevisionQuery>,
-    a: Asker,
-) -> Response {
+async fn model(s: S, Path((ns, n)): NsName, q: Query<routes::RevisionQuery>, a: Asker) -> Response {
     match dotted::<3>(&n) {
         Some([c, schema, m]) => routes::get_model(s, Path((ns, c, schema, m)), q, a).await,
         None => error::BAD_DOTTED_NAME.into_response(),

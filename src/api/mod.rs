@@ -14,6 +14,7 @@ pub mod listen;
 pub mod openapi;
 pub mod paths;
 pub mod reports;
+pub mod revisions;
 pub mod routes;
 pub mod single_flight;
 pub mod tls;

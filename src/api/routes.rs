@@ -455,7 +455,7 @@ pub(super) async fn accepted_definition(
         return Ok(def.as_ref().clone());
     }
     // The revision status names must be this model's (a deleted namesake's would not be).
-    let Some(kept) = super::versions::kept_revision(state, m, revision).await? else {
+    let Some(kept) = super::revisions::kept_revision(state, m, revision).await? else {
         tracing::warn!(revision, model = %m.name_any(), "the accepted revision is missing or not this model's");
         return Err(error::INTERNAL);
     };
@@ -556,23 +556,42 @@ pub struct ModelView {
     metric_ids: Vec<crate::crd::semantic_model::MetricIdentity>,
 }
 
+/// A model the caller may get, by its client-facing name.
+pub(super) async fn visible_model(
+    state: &ApiState,
+    headers: &Asker,
+    (ns, catalog, schema, name): (&str, &str, &str, &str),
+) -> Result<Arc<SemanticModel>, ApiError> {
+    let who = caller(state, headers).await?;
+    home_models(state, &who, ns, catalog, schema, Some(name))
+        .await?
+        .into_iter()
+        .find(|m| m.model_name() == name)
+        .ok_or(error::NO_SUCH_MODEL)
+}
+
+/// `?revision=N` of the model path.
+#[derive(Deserialize, Default)]
+pub struct RevisionQuery {
+    #[serde(default)]
+    pub revision: Option<i64>,
+}
+
 /// DESIGN 6.3: one model's accepted definition, revision and metric ids; with `?revision=N`
 /// a kept earlier revision as it was accepted (docs/api.md).
 pub async fn get_model(
     State(state): State<Arc<ApiState>>,
     Path((ns, catalog_name, schema, name)): Path<(String, String, String, String)>,
-    Query(q): Query<super::versions::RevisionQuery>,
+    Query(q): Query<RevisionQuery>,
     headers: Asker,
 ) -> Response {
     let run = async {
-        let m =
-            super::versions::visible_model(&state, &headers, (&ns, &catalog_name, &schema, &name))
-                .await?;
+        let m = visible_model(&state, &headers, (&ns, &catalog_name, &schema, &name)).await?;
         let status = m.status.clone().unwrap_or_default();
         let current = status.revision.unwrap_or(0);
         let model = match q.revision {
             Some(r) if r != current => {
-                let kept = super::versions::kept_revision(&state, &m, r)
+                let kept = super::revisions::kept_revision(&state, &m, r)
                     .await?
                     .ok_or(error::NO_SUCH_REVISION)?;
                 ModelView {

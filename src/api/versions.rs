@@ -1,129 +1,21 @@
-//! A model's revision history (`.../semantic-models/{name}/versions`) and one kept revision
-//! (`.../semantic-models/{name}?revision=N`), read from the ControllerRevisions that
-//! `--revision-history-limit` keeps. Only committed revisions count: a revision written after
-//! the one status names belongs to an acceptance that has not committed (or never will).
+//! A model's revision history (`.../semantic-models/{name}/versions`): the kept, committed
+//! revisions with the metric ids each one added and retired.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use k8s_openapi::api::apps::v1::ControllerRevision;
-use kube::api::ListParams;
-use kube::{Api, ResourceExt};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::ApiState;
 use super::auth::Asker;
-use super::error::{self, ApiError};
+use super::error::ApiError;
 use super::extract::Path;
-use super::routes::{caller, home_models, ok};
-use crate::crd::semantic_model::{Definition, MetricIdentity, SemanticModelStatus};
-use crate::crd::{MODEL_UID_LABEL, SemanticModel};
+use super::revisions::{Kept, kept_revisions};
+use super::routes::{ok, visible_model};
+use crate::crd::semantic_model::{MetricIdentity, SemanticModelStatus};
 use crate::model::canonical::definition_hash;
-
-/// Most revisions one history lists (the history limit keeps far fewer; this bounds the answer
-/// even if foreign objects carry the label).
-pub const MAX_VERSIONS: usize = 1000;
-
-/// One kept revision as written at acceptance.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Kept {
-    pub revision: i64,
-    /// When the revision was written (RFC 3339).
-    pub created: Option<String>,
-    pub name: String,
-    pub comment: Option<String>,
-    pub properties: BTreeMap<String, String>,
-    pub definition: Definition,
-    /// The ids the revision committed; `None` for revisions written before ids were recorded.
-    pub metrics: Option<Vec<MetricIdentity>>,
-}
-
-#[derive(Deserialize)]
-struct Data {
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    comment: Option<String>,
-    #[serde(default)]
-    properties: BTreeMap<String, String>,
-    definition: Definition,
-    #[serde(default)]
-    metrics: Option<Vec<MetricIdentity>>,
-}
-
-impl Kept {
-    /// The revision if it is `model`'s (labelled and owned by its uid) and its data parses.
-    pub fn of(model: &SemanticModel, rev: &ControllerRevision) -> Option<Kept> {
-        let uid = model.uid()?;
-        let labelled = rev.labels().get(MODEL_UID_LABEL) == Some(&uid);
-        let owned = rev
-            .owner_references()
-            .iter()
-            .any(|o| o.uid == uid && o.controller == Some(true));
-        let revision = rev.revision?;
-        if !labelled || !owned || rev.name_any() != model.revision_object_name(revision) {
-            return None;
-        }
-        let data: Data = serde_json::from_value(rev.data.0.clone()).ok()?;
-        Some(Kept {
-            revision,
-            created: rev.creation_timestamp().map(|t| t.0.to_string()),
-            name: data.name,
-            comment: data.comment,
-            properties: data.properties,
-            definition: data.definition,
-            metrics: data.metrics,
-        })
-    }
-}
-
-fn api(state: &ApiState, m: &SemanticModel) -> Api<ControllerRevision> {
-    Api::namespaced(state.client.clone(), &m.namespace().unwrap_or_default())
-}
-
-/// Revision `revision` of `m`, if it is kept and committed.
-pub(super) async fn kept_revision(
-    state: &ApiState,
-    m: &SemanticModel,
-    revision: i64,
-) -> Result<Option<Kept>, ApiError> {
-    let committed = m.status.as_ref().and_then(|s| s.revision).unwrap_or(0);
-    if revision < 1 || revision > committed {
-        return Ok(None);
-    }
-    let name = m.revision_object_name(revision);
-    let rev = api(state, m).get_opt(&name).await.map_err(|e| {
-        tracing::warn!(error = %e, revision = %name, "reading a revision failed");
-        error::INTERNAL
-    })?;
-    Ok(rev.and_then(|r| Kept::of(m, &r)))
-}
-
-/// Every kept, committed revision of `m`, oldest first.
-async fn kept_revisions(state: &ApiState, m: &SemanticModel) -> Result<Vec<Kept>, ApiError> {
-    let uid = m.uid().unwrap_or_default();
-    let committed = m.status.as_ref().and_then(|s| s.revision).unwrap_or(0);
-    let list = api(state, m)
-        .list(&ListParams::default().labels(&format!("{MODEL_UID_LABEL}={uid}")))
-        .await
-        .map_err(|e| {
-            tracing::warn!(error = %e, "listing revisions failed");
-            error::INTERNAL
-        })?;
-    let mut kept: Vec<Kept> = list
-        .items
-        .iter()
-        .filter_map(|r| Kept::of(m, r))
-        .filter(|k| k.revision <= committed)
-        .collect();
-    kept.sort_by_key(|k| k.revision);
-    kept.dedup_by_key(|k| k.revision);
-    let excess = kept.len().saturating_sub(MAX_VERSIONS);
-    kept.drain(..excess);
-    Ok(kept)
-}
 
 /// One entry of a model's history.
 #[derive(Serialize, schemars::JsonSchema, Debug, PartialEq)]
@@ -199,20 +91,6 @@ pub fn history(kept: &[Kept], status: &SemanticModelStatus) -> Vec<Version> {
         .collect()
 }
 
-/// A model the caller may get, by its client-facing name.
-pub(super) async fn visible_model(
-    state: &ApiState,
-    headers: &Asker,
-    (ns, catalog, schema, name): (&str, &str, &str, &str),
-) -> Result<Arc<SemanticModel>, ApiError> {
-    let who = caller(state, headers).await?;
-    home_models(state, &who, ns, catalog, schema, Some(name))
-        .await?
-        .into_iter()
-        .find(|m| m.model_name() == name)
-        .ok_or(error::NO_SUCH_MODEL)
-}
-
 /// `GET .../semantic-models/{name}/versions`.
 pub async fn model_versions(
     State(state): State<Arc<ApiState>>,
@@ -231,17 +109,11 @@ pub async fn model_versions(
     run.await.unwrap_or_else(IntoResponse::into_response)
 }
 
-/// `?revision=N` of the model path.
-#[derive(Deserialize, Default)]
-pub struct RevisionQuery {
-    #[serde(default)]
-    pub revision: Option<i64>,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crd::semantic_model::RetiredMetric;
+    use crate::crd::semantic_model::{Definition, RetiredMetric};
+    use std::collections::BTreeMap;
 
     fn id(name: &str, id: &str) -> MetricIdentity {
         MetricIdentity {
