@@ -89,6 +89,7 @@ fn watch_kind<K>(
     namespace: Option<&str>,
     writer: Writer<K>,
     restart: Arc<tokio::sync::Notify>,
+    metrics: Arc<Metrics>,
     tap: impl Fn(&Event<K>) + Send + 'static,
 ) -> impl std::future::Future<Output = ()> + Send + 'static
 where
@@ -110,7 +111,13 @@ where
             // managedFields are a large share of each object and nothing here reads them.
             .modify(|o| o.meta_mut().managed_fields = None)
     };
-    let restarted = || {
+    let restarted = move || {
+        metrics
+            .watch_restarts
+            .get_or_create(&crate::telemetry::KindLabel {
+                kind: K::kind(&()).to_string(),
+            })
+            .inc();
         tracing::warn!(
             kind = %K::kind(&()),
             after = ?crate::stale_cache::STALE_AFTER,
@@ -176,12 +183,20 @@ pub async fn run(
     let (triggers, receivers) = Triggers::new();
     let index = Arc::new(ModelIndex::default());
     let stale_caches = Arc::new(crate::stale_cache::StaleCaches::default());
+    for kind in ["SemanticModel", "Catalog", "ReconcilePolicy"] {
+        // Exposed at 0 from the start, so a rate or an alert has a series to read.
+        metrics
+            .watch_restarts
+            .get_or_create(&crate::telemetry::KindLabel { kind: kind.into() })
+            .inc_by(0);
+    }
     let (t, s, idx) = (triggers.clone(), stores.clone(), index.clone());
     tokio::spawn(watch_kind(
         &client,
         cfg.watch_namespace.as_deref(),
         models_writer,
         stale_caches.models.restart_signal(),
+        metrics.clone(),
         move |e| {
             feed_index(&idx, e);
             t.on_model(e, &s)
@@ -196,6 +211,7 @@ pub async fn run(
         cfg.watch_namespace.as_deref(),
         catalogs_writer,
         stale_caches.catalogs.restart_signal(),
+        metrics.clone(),
         move |e| {
             // A deleted Catalog's pool (and its connections) goes with it.
             if let Event::Delete(c) = e {
@@ -210,6 +226,7 @@ pub async fn run(
         cfg.watch_namespace.as_deref(),
         policies_writer,
         stale_caches.policies.restart_signal(),
+        metrics.clone(),
         move |e| t.on_policy(e, &s),
     ));
 

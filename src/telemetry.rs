@@ -142,6 +142,11 @@ pub struct IndexLabels {
     pub index: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabel {
+    pub kind: String,
+}
+
 /// The read API's metrics (DESIGN 8: requests and latency per route and code, index sizes).
 pub struct ApiMetrics {
     pub requests: Family<RouteCodeLabels, Counter>,
@@ -219,6 +224,8 @@ pub struct Metrics {
     pub errors_by_category: Family<ErrorLabels, Counter>,
     pub is_leader: Gauge<i64, std::sync::atomic::AtomicI64>,
     pub events_published: Counter<u64, AtomicU64>,
+    /// Watches restarted because writes made from their cache kept being refused as stale.
+    pub watch_restarts: Family<KindLabel, Counter>,
     pub checks: CheckMetrics,
     pub api: ApiMetrics,
     /// Layered into the kube clients: every request they send, by method, resource and code.
@@ -273,6 +280,12 @@ impl Default for Metrics {
             "Kubernetes Events published",
             events_published.clone(),
         );
+        let watch_restarts = Family::<KindLabel, Counter>::default();
+        registry.register(
+            "semops_watch_restarts",
+            "Watches restarted because writes made from their cache kept being refused as stale",
+            watch_restarts.clone(),
+        );
         let build_info = Family::<BuildLabels, Gauge>::default();
         let b = crate::build_info::BUILD;
         build_info
@@ -309,6 +322,7 @@ impl Default for Metrics {
             errors_by_category,
             is_leader,
             events_published,
+            watch_restarts,
         }
     }
 }

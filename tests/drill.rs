@@ -446,6 +446,7 @@ fn api_server_restart_and_watch_expiry() {
     let ghosts = got.difference(&expected).count();
     let stale_definitions = 25 - edited_metrics_served().min(25);
     let relists = op.logs().matches("watch failed").count();
+    let restarted = op.metric("semops_watch_restarts_total", &[]);
     record(
         "relist",
         "operator frozen while 50 models were created, 25 deleted, 25 edited; etcd compacted past its watch; API server restarted",
@@ -453,7 +454,7 @@ fn api_server_restart_and_watch_expiry() {
             "served by the operator: models missing {missing}, deleted models still served {ghosts}, edits not served {stale_definitions}"
         ),
         &format!(
-            "{}; {relists} watch errors logged before relisting",
+            "{}; {relists} watch errors logged before relisting, {restarted} silent watches restarted",
             match converged_after {
                 Some(t) => format!(
                     "everything served correctly {:.1} s after resuming",
