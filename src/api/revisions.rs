@@ -58,7 +58,7 @@ impl Kept {
         if !labelled || !owned || rev.name_any() != model.revision_object_name(revision) {
             return None;
         }
-        let data: Data = serde_json::from_value(rev.data.0.clone()).ok()?;
+        let data = Data::deserialize(&rev.data.0).ok()?;
         Some(Kept {
             revision,
             created: rev.creation_timestamp().map(|t| t.0.to_string()),
