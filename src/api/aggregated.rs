@@ -16,7 +16,7 @@ use super::auth::Asker;
 use super::error;
 use super::extract::{Path, Query};
 use super::paths::{self, GROUP, GROUP_VERSION, VERSION};
-use super::{checks, impact, lineage, routes, versions};
+use super::{checks, explain, impact, lineage, routes, versions};
 use crate::ossie::source_ref::split_segments;
 
 type S = State<Arc<ApiState>>;
@@ -71,6 +71,18 @@ pub fn routes(router: Router<Arc<ApiState>>) -> Router<Arc<ApiState>> {
         )
         .route(paths::AGG_SCHEMA_METRICS, get(schema_metrics))
         .route(paths::AGG_SCHEMA_MODELS, get(schema_models))
+        .route(
+            paths::AGG_NS_MODELS,
+            get(
+                |s: S, Path(ns): Path<String>, q: Query<routes::ModelFilter>, a: Asker| {
+                    routes::list_namespace_models(s, Path(ns), q, a)
+                },
+            ),
+        )
+        .route(
+            paths::AGG_METRIC,
+            get(|s: S, p: NsName, a: Asker| explain::metric_by_id(s, p, a)),
+        )
         .route(paths::AGG_MODEL, get(model))
         .route(paths::AGG_MODEL_LINEAGE, get(model_lineage))
         .route(paths::AGG_MODEL_VERSIONS, get(model_versions))
@@ -173,30 +185,38 @@ fn group_list() -> Value {
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [g]})
 }
 
-/// The group's resources as the API server authorizes them: every read is `get` of a resource
-/// or subresource named after the path, the on-demand round is `create catalogs/reconcile`.
+/// The group's resources as the API server authorizes them: every read of a named object is
+/// `get` of a resource or subresource named after the path, a collection (`models`) is `list`,
+/// the on-demand round is `create catalogs/reconcile`.
 pub fn resource_list() -> Value {
-    let resources: Vec<Value> = paths::AGGREGATED
-        .iter()
-        .map(|(path, _)| {
-            let tail = path
-                .split("/namespaces/{ns}/")
-                .nth(1)
-                .expect("aggregated paths are namespaced");
-            let mut parts = tail.split('/').filter(|s| *s != "{name}");
-            let resource = parts.next().expect("a resource");
-            let name = match parts.next() {
-                Some(sub) => format!("{resource}/{sub}"),
-                None => resource.to_string(),
-            };
-            let verb = if name == "catalogs/reconcile" { "create" } else { "get" };
-            (name, verb)
-        })
-        .collect::<std::collections::BTreeMap<_, _>>()
+    let mut verbs: std::collections::BTreeMap<String, Vec<&str>> = Default::default();
+    for (path, _) in paths::AGGREGATED {
+        let tail = path
+            .split("/namespaces/{ns}/")
+            .nth(1)
+            .expect("aggregated paths are namespaced");
+        let mut parts = tail.split('/').filter(|s| *s != "{name}");
+        let resource = parts.next().expect("a resource");
+        let name = match parts.next() {
+            Some(sub) => format!("{resource}/{sub}"),
+            None => resource.to_string(),
+        };
+        let verb = if name == "catalogs/reconcile" {
+            "create"
+        } else if !path.contains("{name}") {
+            "list"
+        } else {
+            "get"
+        };
+        let entry = verbs.entry(name).or_default();
+        entry.push(verb);
+        entry.sort_unstable();
+    }
+    let resources: Vec<Value> = verbs
         .into_iter()
-        .map(|(name, verb)| {
+        .map(|(name, verbs)| {
             let kind = if name.contains('/') { "Status" } else { "Object" };
-            json!({"name": name, "singularName": "", "namespaced": true, "kind": kind, "verbs": [verb]})
+            json!({"name": name, "singularName": "", "namespaced": true, "kind": kind, "verbs": verbs})
         })
         .collect();
     json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": GROUP_VERSION, "resources": resources})
@@ -275,11 +295,19 @@ mod tests {
     #[test]
     fn discovery_lists_each_resource_and_subresource_once_with_its_verb() {
         let list = resource_list();
-        let names: Vec<(&str, &str)> = list["resources"]
+        let names: Vec<(&str, String)> = list["resources"]
             .as_array()
             .unwrap()
             .iter()
-            .map(|r| (r["name"].as_str().unwrap(), r["verbs"][0].as_str().unwrap()))
+            .map(|r| {
+                let verbs: Vec<&str> = r["verbs"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_str().unwrap())
+                    .collect();
+                (r["name"].as_str().unwrap(), verbs.join(","))
+            })
             .collect();
         assert_eq!(
             names,
@@ -288,7 +316,8 @@ mod tests {
                 ("catalogs/registrations", "get"),
                 ("catalogs/stale-entities", "get"),
                 ("catalogs/stale-schemas", "get"),
-                ("models", "get"),
+                ("metrics", "get"),
+                ("models", "get,list"),
                 ("models/lineage", "get"),
                 ("models/versions", "get"),
                 ("schemas/metrics", "get"),
@@ -300,6 +329,7 @@ mod tests {
                 ("views/impact", "get"),
                 ("views/lineage", "get"),
             ]
+            .map(|(n, v)| (n, v.to_string()))
         );
     }
 
@@ -317,7 +347,12 @@ mod tests {
                 .filter(|p| p["in"] == "path")
                 .map(|p| p["name"].as_str().unwrap())
                 .collect();
-            assert_eq!(names, ["ns", "name"], "{path}");
+            let expected: &[&str] = if path.contains("{name}") {
+                &["ns", "name"]
+            } else {
+                &["ns"]
+            };
+            assert_eq!(names, expected, "{path}");
         }
     }
 }

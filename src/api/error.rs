@@ -106,6 +106,12 @@ pub const NO_SUCH_REVISION: ApiError = e(
     "NO_SUCH_REVISION",
     "no such revision of this semantic model is kept (the last --revision-history-limit are; list them at .../versions)",
 );
+pub const NO_SUCH_METRIC: ApiError = e(
+    StatusCode::NOT_FOUND,
+    1003,
+    "NO_SUCH_METRIC",
+    "no semantic model you may get has or had a metric with this id",
+);
 pub const UNAUTHENTICATED: ApiError = e(
     StatusCode::UNAUTHORIZED,
     1008,

@@ -6,6 +6,7 @@ pub mod aggregated;
 pub mod auth;
 pub mod checks;
 pub mod error;
+pub mod explain;
 pub mod extract;
 pub mod front_proxy;
 pub mod impact;
@@ -105,6 +106,8 @@ pub fn router(state: Arc<ApiState>) -> Router {
         )
         .route(SCHEMA_METRICS, get(routes::schema_metrics))
         .route(MODELS, get(routes::list_models))
+        .route(paths::NS_MODELS, get(routes::list_namespace_models))
+        .route(paths::METRIC, get(explain::metric_by_id))
         .route(MODEL, get(routes::get_model))
         .route(paths::MODEL_VERSIONS, get(versions::model_versions))
         .route(paths::STALE_SCHEMAS, get(checks::stale_schemas))

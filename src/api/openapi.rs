@@ -43,13 +43,33 @@ pub const ROUTES: &[Route] = &[
         path: SCHEMA_METRICS,
         summary: "Metrics of the semantic models of a schema (identifiers, or definitions with details=true)",
         response: "EntityList or MetricList",
-        query: &[("details", "true for MetricList")],
+        query: &[
+            ("details", "true for MetricList"),
+            ("ids", "with details=true: each metric's stable id too"),
+        ],
     },
     Route {
         method: "get",
         path: MODELS,
         summary: "Semantic models of a schema",
         response: "EntityList",
+        query: &[],
+    },
+    Route {
+        method: "get",
+        path: NS_MODELS,
+        summary: "Every semantic model of the namespace the caller may get, optionally of one catalog or schema (no catalog is probed)",
+        response: "EntityList",
+        query: &[
+            ("catalog", "only this catalog's models"),
+            ("schema", "only this schema's models"),
+        ],
+    },
+    Route {
+        method: "get",
+        path: METRIC,
+        summary: "One metric by its stable id: its model, name, state (current or retired, e.g. by a rename), definition, and its definition in each kept revision",
+        response: "MetricBody",
         query: &[],
     },
     Route {
@@ -142,6 +162,10 @@ pub fn document() -> Value {
         ("EntityList", generator.subschema_for::<EntityList>()),
         ("MetricList", generator.subschema_for::<MetricList>()),
         ("ModelBody", generator.subschema_for::<ModelBody>()),
+        (
+            "MetricBody",
+            generator.subschema_for::<super::explain::MetricBody>(),
+        ),
         (
             "VersionList",
             generator.subschema_for::<super::versions::VersionList>(),

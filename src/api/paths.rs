@@ -7,6 +7,10 @@ pub const SOURCE_DATASETS_BY_PARTS: &str =
     "/api/metalakes/{ns}/objects/{object_type}/semantic-model-datasets";
 pub const SCHEMA_METRICS: &str =
     "/api/metalakes/{ns}/catalogs/{catalog}/schemas/{schema}/semantic-model-metrics";
+/// Every model of the namespace (`?catalog=` and `?schema=` narrow it).
+pub const NS_MODELS: &str = "/api/metalakes/{ns}/semantic-models";
+/// One metric by its stable id.
+pub const METRIC: &str = "/api/metalakes/{ns}/semantic-model-metrics/{id}";
 pub const MODELS: &str = "/api/metalakes/{ns}/catalogs/{catalog}/schemas/{schema}/semantic-models";
 pub const MODEL: &str =
     "/api/metalakes/{ns}/catalogs/{catalog}/schemas/{schema}/semantic-models/{name}";
@@ -44,6 +48,8 @@ pub const AGG_TABLE_IMPACT: &str = aggregated!("tables/{name}/impact");
 pub const AGG_VIEW_IMPACT: &str = aggregated!("views/{name}/impact");
 pub const AGG_SCHEMA_METRICS: &str = aggregated!("schemas/{name}/metrics");
 pub const AGG_SCHEMA_MODELS: &str = aggregated!("schemas/{name}/models");
+pub const AGG_NS_MODELS: &str = aggregated!("models");
+pub const AGG_METRIC: &str = aggregated!("metrics/{name}");
 pub const AGG_MODEL: &str = aggregated!("models/{name}");
 pub const AGG_MODEL_LINEAGE: &str = aggregated!("models/{name}/lineage");
 pub const AGG_MODEL_VERSIONS: &str = aggregated!("models/{name}/versions");
@@ -62,6 +68,8 @@ pub const AGGREGATED: &[(&str, &str)] = &[
     (AGG_VIEW_IMPACT, SOURCE_IMPACT),
     (AGG_SCHEMA_METRICS, SCHEMA_METRICS),
     (AGG_SCHEMA_MODELS, MODELS),
+    (AGG_NS_MODELS, NS_MODELS),
+    (AGG_METRIC, METRIC),
     (AGG_MODEL, MODEL),
     (AGG_MODEL_LINEAGE, MODEL_LINEAGE),
     (AGG_MODEL_VERSIONS, MODEL_VERSIONS),

@@ -43,6 +43,9 @@ pub struct EntityList {
 pub struct MetricEntry {
     pub namespace: Vec<String>,
     pub metric: Metric,
+    /// The metric's stable id (with `ids=true`; not part of Gravitino's shape).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
 }
 
 #[derive(Serialize, schemars::JsonSchema)]
@@ -469,6 +472,9 @@ pub(super) async fn accepted_definition(
 pub struct Details {
     #[serde(default)]
     details: bool,
+    /// With `details`: each metric's stable id too.
+    #[serde(default)]
+    ids: bool,
 }
 
 /// DESIGN 6.2: metrics of every visible model of a schema, from their accepted revisions.
@@ -494,7 +500,16 @@ pub async fn schema_metrics(
                 code: 0,
                 metrics: entries
                     .into_iter()
-                    .map(|(namespace, metric)| MetricEntry { namespace, metric })
+                    .map(|(namespace, metric)| {
+                        let id = q
+                            .ids
+                            .then(|| metric_id(&with_defs, &namespace, &metric.name));
+                        MetricEntry {
+                            namespace,
+                            metric,
+                            id: id.flatten(),
+                        }
+                    })
                     .collect(),
             })
         } else {
@@ -513,6 +528,18 @@ pub async fn schema_metrics(
     run.await.unwrap_or_else(IntoResponse::into_response)
 }
 
+/// The id status records for metric `name` of the model that `namespace` ends with.
+fn metric_id(
+    models: &[(Arc<SemanticModel>, Definition)],
+    namespace: &[String],
+    name: &str,
+) -> Option<String> {
+    let model = namespace.last()?;
+    let (m, _) = models.iter().find(|(m, _)| m.model_name() == model)?;
+    let status = m.status.as_ref()?;
+    Some(status.metrics.iter().find(|i| i.name == name)?.id.clone())
+}
+
 /// DESIGN 6.3: model identifiers of a schema.
 pub async fn list_models(
     State(state): State<Arc<ApiState>>,
@@ -526,6 +553,69 @@ pub async fn list_models(
             .iter()
             .map(|m| Identifier {
                 namespace: vec![ns.clone(), catalog_name.clone(), schema.clone()],
+                name: m.model_name().to_string(),
+            })
+            .collect();
+        sort_identifiers(&mut identifiers);
+        Ok::<_, ApiError>(ok(EntityList {
+            code: 0,
+            identifiers,
+        }))
+    };
+    run.await.unwrap_or_else(IntoResponse::into_response)
+}
+
+/// `?catalog=&schema=` of the namespace-wide model list.
+#[derive(Deserialize, Default)]
+pub struct ModelFilter {
+    #[serde(default)]
+    pub catalog: Option<String>,
+    #[serde(default)]
+    pub schema: Option<String>,
+}
+
+/// Every model of the namespace the caller may get (and whose catalog it may get), optionally
+/// only one catalog's or one schema's; sorted like every identifier list. Unlike the per-schema
+/// list, no catalog is probed: this is a listing of registrations, not of live schemas.
+pub async fn list_namespace_models(
+    State(state): State<Arc<ApiState>>,
+    Path(ns): Path<String>,
+    Query(filter): Query<ModelFilter>,
+    headers: Asker,
+) -> Response {
+    let run = async {
+        let who = caller(&state, &headers).await?;
+        let wanted = |m: &SemanticModel| {
+            m.namespace().as_deref() == Some(ns.as_str())
+                && is_visible(m)
+                && filter.catalog.as_ref().is_none_or(|c| *c == m.spec.catalog)
+                && filter.schema.as_ref().is_none_or(|s| *s == m.spec.schema)
+        };
+        let models: Vec<Arc<SemanticModel>> = state
+            .stores
+            .models
+            .state()
+            .into_iter()
+            .filter(|m| wanted(m))
+            .collect();
+        let mut catalogs: BTreeMap<String, bool> = BTreeMap::new();
+        for m in &models {
+            if !catalogs.contains_key(&m.spec.catalog) {
+                let may = require(&state, &who, &ns, "catalogs", &m.spec.catalog)
+                    .await
+                    .is_ok();
+                catalogs.insert(m.spec.catalog.clone(), may);
+            }
+        }
+        let models = models
+            .into_iter()
+            .filter(|m| catalogs.get(&m.spec.catalog) == Some(&true))
+            .collect();
+        let mut identifiers: Vec<Identifier> = visible_to(&state, &who, &ns, models)
+            .await
+            .iter()
+            .map(|m| Identifier {
+                namespace: vec![ns.clone(), m.spec.catalog.clone(), m.spec.schema.clone()],
                 name: m.model_name().to_string(),
             })
             .collect();
@@ -554,6 +644,13 @@ pub struct ModelView {
     revision: i64,
     definition: Definition,
     metric_ids: Vec<crate::crd::semantic_model::MetricIdentity>,
+    /// The model's conditions now (Ready, Valid, SourcesResolved, SourcesCurrent); the current
+    /// revision only.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    conditions: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
+    /// Sources whose live state no longer matches their binding; the current revision only.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    source_drift: Vec<crate::crd::semantic_model::SourceDrift>,
 }
 
 /// A model the caller may get, by its client-facing name.
@@ -601,6 +698,8 @@ pub async fn get_model(
                     revision: r,
                     definition: kept.definition,
                     metric_ids: kept.metrics.unwrap_or_default(),
+                    conditions: vec![],
+                    source_drift: vec![],
                 }
             }
             _ => ModelView {
@@ -610,6 +709,8 @@ pub async fn get_model(
                 revision: current,
                 definition: accepted_definition(&state, &m).await?,
                 metric_ids: status.metrics,
+                conditions: status.conditions,
+                source_drift: status.source_drift,
             },
         };
         Ok::<_, ApiError>(ok(ModelBody { code: 0, model }))

@@ -102,6 +102,22 @@ pub enum Query {
         schema: String,
         name: String,
     },
+    /// Every model of the namespace, optionally of one catalog or schema.
+    NamespaceModels {
+        catalog: Option<String>,
+        schema: Option<String>,
+    },
+    /// One metric by its stable id.
+    Metric {
+        id: String,
+    },
+    /// A model as a kept earlier revision accepted it.
+    ModelRevision {
+        catalog: String,
+        schema: String,
+        name: String,
+        revision: i64,
+    },
     /// A model's kept revisions and the metric ids each added and retired.
     History {
         catalog: String,
@@ -175,11 +191,12 @@ impl Query {
                 schema,
                 details,
             } => get(format!(
-                "{}?details={details}",
+                "{}{}",
                 fill(
                     paths::SCHEMA_METRICS,
                     &[("ns", ns), ("catalog", catalog), ("schema", schema)]
-                )
+                ),
+                details_query(*details)
             )),
             Query::Models {
                 catalog,
@@ -214,6 +231,27 @@ impl Query {
                     ("schema", schema),
                     ("name", name),
                 ],
+            )),
+            Query::NamespaceModels { catalog, schema } => {
+                get(fill(paths::NS_MODELS, &[("ns", ns)]) + &filter_query(catalog, schema))
+            }
+            Query::Metric { id } => get(fill(paths::METRIC, &[("ns", ns), ("id", id)])),
+            Query::ModelRevision {
+                catalog,
+                schema,
+                name,
+                revision,
+            } => get(format!(
+                "{}?revision={revision}",
+                fill(
+                    paths::MODEL,
+                    &[
+                        ("ns", ns),
+                        ("catalog", catalog),
+                        ("schema", schema),
+                        ("name", name)
+                    ]
+                )
             )),
             Query::History {
                 catalog,
@@ -290,14 +328,15 @@ impl Query {
                 schema,
                 details,
             } => get(format!(
-                "{}?details={details}",
+                "{}{}",
                 fill(
                     paths::AGG_SCHEMA_METRICS,
                     &[
                         ("ns", ns),
                         ("name", &format!("{}.{}", q(catalog), q(schema)))
                     ]
-                )
+                ),
+                details_query(*details)
             )),
             Query::Models {
                 catalog,
@@ -331,6 +370,25 @@ impl Query {
                     ("ns", ns),
                     ("name", &format!("{}.{}.{}", q(catalog), q(schema), q(name))),
                 ],
+            )),
+            Query::NamespaceModels { catalog, schema } => {
+                get(fill(paths::AGG_NS_MODELS, &[("ns", ns)]) + &filter_query(catalog, schema))
+            }
+            Query::Metric { id } => get(fill(paths::AGG_METRIC, &[("ns", ns), ("name", id)])),
+            Query::ModelRevision {
+                catalog,
+                schema,
+                name,
+                revision,
+            } => get(format!(
+                "{}?revision={revision}",
+                fill(
+                    paths::AGG_MODEL,
+                    &[
+                        ("ns", ns),
+                        ("name", &format!("{}.{}.{}", q(catalog), q(schema), q(name)))
+                    ]
+                )
             )),
             Query::History {
                 catalog,
@@ -372,6 +430,31 @@ impl Query {
                 Some(serde_json::json!({ "dryRun": dry_run })),
             ),
         }
+    }
+}
+
+/// `?details=true&ids=true` (definitions with their stable ids) or `?details=false`.
+fn details_query(details: bool) -> &'static str {
+    if details {
+        "?details=true&ids=true"
+    } else {
+        "?details=false"
+    }
+}
+
+/// `?catalog=C&schema=S` with the given ones (percent-encoded), or nothing.
+fn filter_query(catalog: &Option<String>, schema: &Option<String>) -> String {
+    let parts: Vec<String> = [("catalog", catalog), ("schema", schema)]
+        .into_iter()
+        .filter_map(|(k, v)| {
+            v.as_ref()
+                .map(|v| format!("{k}={}", paths::encode_segment(v)))
+        })
+        .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", parts.join("&"))
     }
 }
 
@@ -445,36 +528,90 @@ async fn kube_config(api: &ApiArgs) -> anyhow::Result<kube::Config> {
 }
 
 /// Asks the API: through the Kubernetes API server by default, the direct port with `--server`.
-async fn ask(api: &ApiArgs, query: &Query) -> anyhow::Result<(u16, Value)> {
-    match &api.server {
-        None => {
-            let config = kube_config(api).await.map_err(|e| {
-                anyhow::anyhow!("no kubeconfig to reach the Kubernetes API server ({e}); use --kubeconfig, or --server for the direct port")
-            })?;
-            let ns = api
-                .namespace
-                .clone()
-                .unwrap_or_else(|| config.default_namespace.clone());
-            let client = kube::Client::try_from(config)?;
-            let (method, path, body) = query.aggregated_request(&ns);
-            through_api_server(&client, method, &path, body.as_ref()).await
+pub async fn ask(api: &ApiArgs, query: &Query) -> anyhow::Result<(u16, Value)> {
+    let read_api = ReadApi::connect(api).await?;
+    let ns = read_api.default_namespace.clone();
+    read_api.ask(&ns, query).await
+}
+
+/// Where the read API is asked, resolved once from the flags (the `mcp` server asks many times).
+pub struct ReadApi {
+    target: Target,
+    /// `-n`, else the kubeconfig context's namespace (`default` without a kubeconfig).
+    pub default_namespace: String,
+}
+
+enum Target {
+    /// The aggregated API, as the kubeconfig's user.
+    ApiServer(kube::Client),
+    /// The direct port with a bearer token.
+    Direct {
+        server: String,
+        tls: Option<Box<rustls::ClientConfig>>,
+        token: Option<String>,
+    },
+}
+
+impl ReadApi {
+    pub async fn connect(api: &ApiArgs) -> anyhow::Result<ReadApi> {
+        match &api.server {
+            None => {
+                let config = kube_config(api).await.map_err(|e| {
+                    anyhow::anyhow!("no kubeconfig to reach the Kubernetes API server ({e}); use --kubeconfig, or --server for the direct port")
+                })?;
+                let default_namespace = api
+                    .namespace
+                    .clone()
+                    .unwrap_or_else(|| config.default_namespace.clone());
+                Ok(ReadApi {
+                    target: Target::ApiServer(kube::Client::try_from(config)?),
+                    default_namespace,
+                })
+            }
+            Some(server) => {
+                // The namespace still defaults to the kubeconfig's, when there is one.
+                let default_namespace = match &api.namespace {
+                    Some(ns) => ns.clone(),
+                    None => kube_config(api)
+                        .await
+                        .map(|c| c.default_namespace)
+                        .unwrap_or_else(|_| "default".into()),
+                };
+                let tls = match api.ca.as_deref() {
+                    Some(ca) => Some(Box::new(tls_with_ca(ca)?)),
+                    None => None,
+                };
+                Ok(ReadApi {
+                    target: Target::Direct {
+                        server: server.clone(),
+                        tls,
+                        token: api.token.clone().or_else(kubeconfig_token),
+                    },
+                    default_namespace,
+                })
+            }
         }
-        Some(server) => {
-            // The namespace still defaults to the kubeconfig's, when there is one.
-            let ns = match &api.namespace {
-                Some(ns) => ns.clone(),
-                None => kube_config(api)
-                    .await
-                    .map(|c| c.default_namespace)
-                    .unwrap_or_else(|_| "default".into()),
-            };
-            let token = api.token.clone().or_else(kubeconfig_token);
-            let (method, path, body) = query.request(&ns);
-            let tls = match api.ca.as_deref() {
-                Some(ca) => Some(tls_with_ca(ca)?),
-                None => None,
-            };
-            request_with(server, tls, method, &path, token.as_deref(), body.as_ref()).await
+    }
+
+    /// One question in namespace `ns`: `(status, body)`.
+    pub async fn ask(&self, ns: &str, query: &Query) -> anyhow::Result<(u16, Value)> {
+        match &self.target {
+            Target::ApiServer(client) => {
+                let (method, path, body) = query.aggregated_request(ns);
+                through_api_server(client, method, &path, body.as_ref()).await
+            }
+            Target::Direct { server, tls, token } => {
+                let (method, path, body) = query.request(ns);
+                request_with(
+                    server,
+                    tls.as_deref().cloned(),
+                    method,
+                    &path,
+                    token.as_deref(),
+                    body.as_ref(),
+                )
+                .await
+            }
         }
     }
 }
@@ -898,6 +1035,17 @@ mod tests {
                 schema: "s".into(),
                 name: "m x".into(),
             },
+            Query::NamespaceModels {
+                catalog: Some("c d".into()),
+                schema: None,
+            },
+            Query::NamespaceModels {
+                catalog: None,
+                schema: None,
+            },
+            Query::Metric {
+                id: "0190-a/b".into(),
+            },
         ];
         let want = [
             (
@@ -906,7 +1054,7 @@ mod tests {
             ),
             (
                 "GET",
-                "/api/metalakes/ns/catalogs/c/schemas/s/semantic-model-metrics?details=true",
+                "/api/metalakes/ns/catalogs/c/schemas/s/semantic-model-metrics?details=true&ids=true",
             ),
             (
                 "GET",
@@ -927,6 +1075,9 @@ mod tests {
                 "GET",
                 "/api/metalakes/ns/catalogs/c/schemas/s/semantic-models/m%20x/versions",
             ),
+            ("GET", "/api/metalakes/ns/semantic-models?catalog=c%20d"),
+            ("GET", "/api/metalakes/ns/semantic-models"),
+            ("GET", "/api/metalakes/ns/semantic-model-metrics/0190-a%2Fb"),
         ];
         for (q, (method, path)) in queries.iter().zip(want) {
             let (m, p, _) = q.request("ns");
@@ -992,6 +1143,31 @@ mod tests {
                 },
                 "GET",
                 format!("{agg}/catalogs/c/stale-entities"),
+            ),
+            (
+                Query::NamespaceModels {
+                    catalog: Some("c".into()),
+                    schema: Some("a b".into()),
+                },
+                "GET",
+                format!("{agg}/models?catalog=c&schema=a%20b"),
+            ),
+            (
+                Query::Metric {
+                    id: "0190-x".into(),
+                },
+                "GET",
+                format!("{agg}/metrics/0190-x"),
+            ),
+            (
+                Query::ModelRevision {
+                    catalog: "c".into(),
+                    schema: "s".into(),
+                    name: "m".into(),
+                    revision: 2,
+                },
+                "GET",
+                format!("{agg}/models/c.s.m?revision=2"),
             ),
             (
                 Query::Reconcile {

@@ -51,6 +51,13 @@ fn sha256(text: &str) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(text.as_bytes())))
 }
 
+/// Canonical hash of any serializable value (e.g. one metric of a definition).
+pub fn value_hash<T: serde::Serialize>(value: &T) -> String {
+    sha256(&canonical_json(
+        &serde_json::to_value(value).expect("definitions serialize"),
+    ))
+}
+
 /// Hash of the definition alone: what decides a replace.
 pub fn definition_hash(def: &Definition) -> String {
     sha256(&canonical_json(
