@@ -17,6 +17,7 @@ pub mod failpoint;
 pub mod index;
 pub mod leader;
 pub mod lineage;
+pub mod mcp;
 pub mod model;
 pub mod ossie;
 pub mod policy;

@@ -389,13 +389,18 @@ pub async fn run(
     };
     // With TLS, /metrics moves to the HTTPS port: a scraper's token never crosses in clear.
     let metrics_on_api_port = api_tls.is_some();
+    // MCP over streamable HTTP beside the read API; its tools ask the API's own router.
+    let mcp = crate::mcp::http::router(
+        crate::api::router(api_state.clone()),
+        shutdown.child_token(),
+    );
     let api_server = crate::api::serve(
         api_listener,
         api_state,
         if metrics_on_api_port {
-            server::metrics_router(probe_state.clone())
+            server::metrics_router(probe_state.clone()).merge(mcp)
         } else {
-            axum::Router::new()
+            mcp
         },
         api_tls,
         cfg.api_limits,

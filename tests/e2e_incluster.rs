@@ -564,7 +564,7 @@ fn read_api_through_the_api_server(env: &Env, ns: &str) {
     let grant = |subject: &str, name: &str, models: &str| {
         env.apply_ok(&format!(
             "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: {name}, namespace: {ns}}}\nrules:\n\
-             - {{apiGroups: [query.semops.io], resources: ['*'], verbs: [get, create]}}\n\
+             - {{apiGroups: [query.semops.io], resources: ['*'], verbs: [get, list, create]}}\n\
              - {{apiGroups: [semops.io], resources: [catalogs], verbs: [get]}}\n\
              - {{apiGroups: [semops.io], resources: [semanticmodels], verbs: [get]{models}}}\n---\n\
              apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: {name}, namespace: {ns}}}\n\
@@ -599,6 +599,18 @@ fn read_api_through_the_api_server(env: &Env, ns: &str) {
 
     let base = format!("/apis/query.semops.io/v1alpha1/namespaces/{ns}");
     let lookup = format!("{base}/tables/hr.public.employees/datasets");
+    let metric_id = env
+        .kubectl_ok(&[
+            "get",
+            "sm",
+            "employee-analysis",
+            "-n",
+            ns,
+            "-o",
+            "jsonpath={.status.metrics[0].id}",
+        ])
+        .trim()
+        .to_string();
     for (who, kubeconfig) in [
         ("alice (client certificate)", &alice),
         ("reader (ServiceAccount token)", &reader),
@@ -631,6 +643,8 @@ fn read_api_through_the_api_server(env: &Env, ns: &str) {
                 "schemaVersion",
             ),
             (format!("{base}/catalogs/hr/registrations"), "registrations"),
+            (format!("{base}/models"), "employee_analysis"),
+            (format!("{base}/metrics/{metric_id}"), "\"headcount\""),
         ] {
             let body =
                 get_raw(env, kubeconfig, &path).unwrap_or_else(|e| panic!("{who} {path}: {e}"));
@@ -690,6 +704,38 @@ fn read_api_through_the_api_server(env: &Env, ns: &str) {
         String::from_utf8_lossy(&cli.stderr)
     );
     assert!(String::from_utf8_lossy(&cli.stdout).contains("employee_analysis"));
+
+    // An agent through the same door: `semops mcp` with the user's kubeconfig, driven by the
+    // official Python SDK. alice sees the model and its metric by id; carol does not.
+    use serde_json::json;
+    let ops = [
+        json!({"op": "call", "tool": "list_semantic_models", "args": {"namespace": ns}}),
+        json!({"op": "call", "tool": "explain_metric", "args": {"namespace": ns, "id": metric_id}}),
+    ];
+    let as_user = |kubeconfig: &std::path::Path| {
+        support::mcp::drive(
+            support::mcp::Sdk::Python,
+            &[
+                "--kubeconfig".to_string(),
+                kubeconfig.display().to_string(),
+                "-n".into(),
+                ns.to_string(),
+            ],
+            &ops,
+        )
+    };
+    let r = as_user(&alice);
+    assert_eq!(
+        r[0]["structuredContent"]["models"][0]["name"], "employee_analysis",
+        "alice: {r:?}"
+    );
+    assert_eq!(
+        r[1]["structuredContent"]["metric"]["name"], "headcount",
+        "alice: {r:?}"
+    );
+    let r = as_user(&carol);
+    assert_eq!(r[0]["structuredContent"]["total"], 0, "carol: {r:?}");
+    assert_eq!(r[1]["isError"], true, "carol: {r:?}");
 }
 
 /// The direct HTTPS port (Gravitino paths) through `kubectl port-forward`: the chart's CA

@@ -6,6 +6,7 @@ pub mod complete;
 pub mod crd;
 pub mod finalizers;
 pub mod healthcheck;
+pub mod mcp;
 pub mod ossie;
 pub mod query;
 pub mod reference;
@@ -57,12 +58,20 @@ enum Command {
         #[command(flatten)]
         api: query::ApiArgs,
     },
-    /// Models in a schema, or one model's accepted definition (read API).
+    /// Models of the namespace (or of one catalog, or schema), or one model's accepted
+    /// definition (read API).
     Models {
-        catalog: String,
-        schema: String,
+        catalog: Option<String>,
+        schema: Option<String>,
         /// One model's name.
         name: Option<String>,
+        #[command(flatten)]
+        api: query::ApiArgs,
+    },
+    /// One metric by its stable id, also after a rename retired it: its model, name, state and
+    /// definition in each kept revision (read API).
+    Metric {
+        id: String,
         #[command(flatten)]
         api: query::ApiArgs,
     },
@@ -113,6 +122,12 @@ enum Command {
         /// Comma-separated column names; without it, the whole object.
         #[arg(long, value_delimiter = ',')]
         columns: Vec<String>,
+        #[command(flatten)]
+        api: query::ApiArgs,
+    },
+    /// Serve MCP (Model Context Protocol) on stdio for AI agents: read-only tools over the read
+    /// API as the kubeconfig's user (docs/mcp.md).
+    Mcp {
         #[command(flatten)]
         api: query::ApiArgs,
     },
@@ -290,12 +305,17 @@ pub fn main() -> ExitCode {
             api,
         } => query::main(
             &api,
-            query::Query::Models {
-                catalog,
-                schema,
-                name,
+            match (catalog, schema, name) {
+                (Some(catalog), Some(schema), name) => query::Query::Models {
+                    catalog,
+                    schema,
+                    name,
+                },
+                (catalog, schema, _) => query::Query::NamespaceModels { catalog, schema },
             },
         ),
+        Command::Metric { id, api } => query::main(&api, query::Query::Metric { id }),
+        Command::Mcp { api } => mcp::main(&api),
         Command::History {
             catalog,
             schema,

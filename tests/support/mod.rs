@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 pub mod checks;
 pub mod db;
 pub mod kafka;
+pub mod mcp;
 
 pub const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
