@@ -269,6 +269,12 @@ fn a_graph_over_a_bound_is_refused_whole() {
         "{body}"
     );
     assert!(!body.contains("nodes\":["), "no partial body");
+    assert!(
+        e["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("--lineage-max-nodes")),
+        "the refusal names the bound that was hit: {body}"
+    );
     // The source graph (4 nodes) fits the same bound exactly.
     let (code, _, _) = get(
         &op,

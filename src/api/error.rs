@@ -173,11 +173,30 @@ pub const LINEAGE_DEADLINE: ApiError = e(
     "LINEAGE_TEMPORARILY_UNAVAILABLE",
     "the lineage graph could not be produced in time; retry shortly",
 );
-pub const LINEAGE_TOO_LARGE: ApiError = e(
+/// The lineage graph past one of its bounds; the message names the bound (the operator flag).
+pub const LINEAGE_TOO_MANY_NODES: ApiError = e(
     StatusCode::PAYLOAD_TOO_LARGE,
     1006,
     "LINEAGE_GRAPH_TOO_LARGE",
-    "the lineage graph exceeds a configured node, edge, label or response-size limit",
+    "the lineage graph has more nodes than --lineage-max-nodes allows; nothing was cut: ask from a narrower root",
+);
+pub const LINEAGE_TOO_MANY_EDGES: ApiError = e(
+    StatusCode::PAYLOAD_TOO_LARGE,
+    1006,
+    "LINEAGE_GRAPH_TOO_LARGE",
+    "the lineage graph has more edges than --lineage-max-edges allows; nothing was cut: ask from a narrower root",
+);
+pub const LINEAGE_LABEL_TOO_LONG: ApiError = e(
+    StatusCode::PAYLOAD_TOO_LARGE,
+    1006,
+    "LINEAGE_GRAPH_TOO_LARGE",
+    "a label of the lineage graph is longer than --lineage-max-label-bytes allows",
+);
+pub const LINEAGE_RESPONSE_TOO_LARGE: ApiError = e(
+    StatusCode::PAYLOAD_TOO_LARGE,
+    1006,
+    "LINEAGE_GRAPH_TOO_LARGE",
+    "the lineage graph's response is larger than --lineage-max-response-bytes allows; nothing was cut: ask from a narrower root",
 );
 pub const LINEAGE_UNAVAILABLE: ApiError = e(
     StatusCode::CONFLICT,

@@ -134,7 +134,12 @@ fn consistent(m: &SemanticModel) -> bool {
 
 fn too_large(e: TooLarge) -> ApiError {
     tracing::debug!(bound = %e, "lineage graph refused");
-    error::LINEAGE_TOO_LARGE
+    match e {
+        TooLarge::Nodes(_) => error::LINEAGE_TOO_MANY_NODES,
+        TooLarge::Edges(_) => error::LINEAGE_TOO_MANY_EDGES,
+        TooLarge::Label(_) => error::LINEAGE_LABEL_TOO_LONG,
+        TooLarge::Response(_) => error::LINEAGE_RESPONSE_TOO_LARGE,
+    }
 }
 
 fn respond(bytes: Vec<u8>) -> Response {

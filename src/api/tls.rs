@@ -157,6 +157,17 @@ pub fn front_proxy_of(
         .then(|| fp.clone())
 }
 
+/// How long until the next refresh after `failures` failed ones in a row: 1, 2, 4, 8 s, then
+/// every [`REFRESH_EVERY`]. A replica that starts before its RoleBinding on the front-proxy
+/// ConfigMap takes effect would otherwise answer aggregated requests 401 for a whole period,
+/// while its twin, started a moment later, answers them.
+pub fn next_refresh(failures: u32) -> Duration {
+    match failures {
+        0 => REFRESH_EVERY,
+        n => Duration::from_secs(1 << (n - 1).min(3)).min(REFRESH_EVERY),
+    }
+}
+
 /// Keeps `serving` in step with its files and, with a client, the API server's front-proxy
 /// settings; logs a change once and a failure once until it changes.
 pub async fn keep_fresh(
@@ -166,6 +177,7 @@ pub async fn keep_fresh(
 ) {
     let mut last_problem = String::new();
     let mut front: Option<FrontProxy> = None;
+    let mut failures: u32 = 0;
     loop {
         let mut problem = String::new();
         if let Some(client) = &client {
@@ -201,9 +213,22 @@ pub async fn keep_fresh(
             }
             last_problem = problem;
         }
+        failures = if last_problem.is_empty() { 0 } else { failures + 1 };
         tokio::select! {
             () = shutdown.cancelled() => return,
-            () = tokio::time::sleep(REFRESH_EVERY) => {}
+            () = tokio::time::sleep(next_refresh(failures)) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_refresh_is_retried_soon_then_at_the_normal_period() {
+        let secs: Vec<u64> = (0..7).map(|n| next_refresh(n).as_secs()).collect();
+        assert_eq!(secs, [15, 1, 2, 4, 8, 8, 8]);
+        assert_eq!(next_refresh(u32::MAX), Duration::from_secs(8));
     }
 }
