@@ -31,6 +31,7 @@ fn settings(
         bootstrap: vec![(host, port)],
         sasl: sasl.map(|(m, _)| m),
         database: None,
+        iceberg: None,
         ssl_mode,
         ca_pem: ca_pem.map(String::into_bytes),
         client_certificate: None,

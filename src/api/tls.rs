@@ -213,7 +213,11 @@ pub async fn keep_fresh(
             }
             last_problem = problem;
         }
-        failures = if last_problem.is_empty() { 0 } else { failures + 1 };
+        failures = if last_problem.is_empty() {
+            0
+        } else {
+            failures + 1
+        };
         tokio::select! {
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(next_refresh(failures)) => {}

@@ -4,6 +4,7 @@
 
 pub mod credentials;
 pub mod egress;
+pub mod iceberg;
 pub mod kafka;
 pub mod mysql;
 pub mod observe;
@@ -146,6 +147,8 @@ pub struct ConnectionSettings {
     /// Kafka: the SASL mechanism, when the brokers want SASL.
     pub sasl: Option<crate::crd::catalog::SaslMechanism>,
     pub database: Option<String>,
+    /// Iceberg REST: the catalog URL, warehouse and OAuth2 settings.
+    pub iceberg: Option<iceberg::IcebergSettings>,
     pub ssl_mode: crate::crd::catalog::SslMode,
     /// PEM CA certificates to trust instead of the public roots (`tls.caSecretRef`).
     pub ca_pem: Option<Vec<u8>>,
@@ -165,6 +168,7 @@ impl fmt::Debug for ConnectionSettings {
             .field("bootstrap", &self.bootstrap)
             .field("sasl", &self.sasl)
             .field("database", &self.database)
+            .field("iceberg", &self.iceberg)
             .field("ssl_mode", &self.ssl_mode)
             .field("credentials", &self.credentials)
             .field("client_certificate", &self.client_certificate.is_some())

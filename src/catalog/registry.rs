@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, ResourceExt};
 
 use super::egress::HostAllowList;
+use super::iceberg::{IcebergProvider, IcebergSettings, OAuth2};
 use super::kafka::KafkaProvider;
 use super::mysql::MysqlProvider;
 use super::postgres::PostgresProvider;
@@ -28,6 +29,7 @@ pub enum AnyProvider {
     Postgres(PostgresProvider),
     Mysql(MysqlProvider),
     Kafka(KafkaProvider),
+    Iceberg(IcebergProvider),
 }
 
 impl CatalogProvider for AnyProvider {
@@ -36,6 +38,7 @@ impl CatalogProvider for AnyProvider {
             AnyProvider::Postgres(p) => p.check_connection().await,
             AnyProvider::Mysql(p) => p.check_connection().await,
             AnyProvider::Kafka(p) => p.check_connection().await,
+            AnyProvider::Iceberg(p) => p.check_connection().await,
         }
     }
     async fn probe(&self, targets: &[ProbeTarget]) -> Result<Vec<Probe>, ProviderError> {
@@ -43,6 +46,7 @@ impl CatalogProvider for AnyProvider {
             AnyProvider::Postgres(p) => p.probe(targets).await,
             AnyProvider::Mysql(p) => p.probe(targets).await,
             AnyProvider::Kafka(p) => p.probe(targets).await,
+            AnyProvider::Iceberg(p) => p.probe(targets).await,
         }
     }
     async fn find_by_id(&self, native_id: &str) -> Result<Option<Found>, ProviderError> {
@@ -50,6 +54,7 @@ impl CatalogProvider for AnyProvider {
             AnyProvider::Postgres(p) => p.find_by_id(native_id).await,
             AnyProvider::Mysql(p) => p.find_by_id(native_id).await,
             AnyProvider::Kafka(p) => p.find_by_id(native_id).await,
+            AnyProvider::Iceberg(p) => p.find_by_id(native_id).await,
         }
     }
     async fn columns(
@@ -61,6 +66,7 @@ impl CatalogProvider for AnyProvider {
             AnyProvider::Postgres(p) => p.columns(schema, name).await,
             AnyProvider::Mysql(p) => p.columns(schema, name).await,
             AnyProvider::Kafka(p) => p.columns(schema, name).await,
+            AnyProvider::Iceberg(p) => p.columns(schema, name).await,
         }
     }
     async fn columns_of(
@@ -71,6 +77,7 @@ impl CatalogProvider for AnyProvider {
             AnyProvider::Postgres(p) => p.columns_of(targets).await,
             AnyProvider::Mysql(p) => p.columns_of(targets).await,
             AnyProvider::Kafka(p) => p.columns_of(targets).await,
+            AnyProvider::Iceberg(p) => p.columns_of(targets).await,
         }
     }
     async fn server_identity(&self) -> Result<String, ProviderError> {
@@ -78,6 +85,7 @@ impl CatalogProvider for AnyProvider {
             AnyProvider::Postgres(p) => p.server_identity().await,
             AnyProvider::Mysql(p) => p.server_identity().await,
             AnyProvider::Kafka(p) => p.server_identity().await,
+            AnyProvider::Iceberg(p) => p.server_identity().await,
         }
     }
     fn invalid_name(&self, target: &ProbeTarget) -> Option<String> {
@@ -85,6 +93,7 @@ impl CatalogProvider for AnyProvider {
             AnyProvider::Postgres(p) => p.invalid_name(target),
             AnyProvider::Mysql(p) => p.invalid_name(target),
             AnyProvider::Kafka(p) => p.invalid_name(target),
+            AnyProvider::Iceberg(p) => p.invalid_name(target),
         }
     }
 }
@@ -98,6 +107,7 @@ pub fn build(
         Provider::Postgresql => Ok(AnyProvider::Postgres(PostgresProvider::new(settings)?)),
         Provider::Mysql => Ok(AnyProvider::Mysql(MysqlProvider::new(settings)?)),
         Provider::Kafka => Ok(AnyProvider::Kafka(KafkaProvider::new(settings)?)),
+        Provider::IcebergRest => Ok(AnyProvider::Iceberg(IcebergProvider::new(settings)?)),
         Provider::Managed => Err(ProviderError::Misconfigured(
             "managed catalogs are never probed".into(),
         )),
@@ -128,7 +138,28 @@ pub fn settings_from(
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let iceberg = match &connection.uri {
+        None => None,
+        Some(uri) => Some(iceberg_settings(connection, uri)?),
+    };
     let (host, port) = match (&connection.host, connection.port, bootstrap.first()) {
+        (None, None, None) if iceberg.is_some() => {
+            let uri: hyper::Uri = connection
+                .uri
+                .as_deref()
+                .unwrap_or_default()
+                .parse()
+                .map_err(|e| format!("spec.connection.uri is not a URL: {e}"))?;
+            let https = uri.scheme_str() == Some("https");
+            (
+                uri.host()
+                    .unwrap_or_default()
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_string(),
+                uri.port_u16().unwrap_or(if https { 443 } else { 80 }),
+            )
+        }
         (Some(host), Some(port), None) => {
             let port = u16::try_from(port)
                 .ok()
@@ -139,7 +170,7 @@ pub fn settings_from(
         (None, None, Some(first)) => first.clone(),
         _ => {
             return Err(
-                "spec.connection needs either host and port (postgresql, mysql) or bootstrapServers (kafka)"
+                "spec.connection needs either host and port (postgresql, mysql), bootstrapServers (kafka) or uri (iceberg-rest)"
                     .into(),
             );
         }
@@ -150,6 +181,7 @@ pub fn settings_from(
         bootstrap,
         sasl: connection.sasl.as_ref().map(|s| s.mechanism),
         database: connection.database.clone(),
+        iceberg,
         ssl_mode: connection.ssl_mode.unwrap_or_default(),
         ca_pem,
         client_certificate,
@@ -157,6 +189,48 @@ pub fn settings_from(
         connect_timeout: CONNECT_TIMEOUT,
         statement_timeout: STATEMENT_TIMEOUT,
         max_connections: MAX_CONNECTIONS,
+    })
+}
+
+/// The Iceberg REST settings of a connection with `uri`: an http(s) URL with a host, no query,
+/// no credentials in it; the token endpoint defaults to the spec's `{uri}/v1/oauth/tokens`.
+fn iceberg_settings(connection: &Connection, uri: &str) -> Result<IcebergSettings, String> {
+    let parsed: hyper::Uri = uri
+        .parse()
+        .map_err(|e| format!("spec.connection.uri is not a URL: {e}"))?;
+    let scheme_ok = matches!(parsed.scheme_str(), Some("https" | "http"));
+    let host_ok = parsed.host().is_some_and(|h| !h.is_empty());
+    if !scheme_ok || !host_ok || parsed.query().is_some() || uri.contains('@') {
+        // A URL with user info may carry a password: it is not repeated.
+        let shown = if uri.contains('@') {
+            String::new()
+        } else {
+            format!(" {uri:?}")
+        };
+        return Err(format!(
+            "spec.connection.uri{shown} must be an https:// (or http://) URL with a host and no query or user info (credentials belong in credentialsSecretRef), e.g. https://catalog.example.com/api/catalog"
+        ));
+    }
+    let base = uri.trim_end_matches('/');
+    let oauth2 = connection.oauth2.as_ref().map(|o| OAuth2 {
+        token_endpoint: o
+            .token_endpoint
+            .clone()
+            .unwrap_or_else(|| format!("{base}/v1/oauth/tokens")),
+        scope: o.scope.clone().unwrap_or_else(|| "catalog".into()),
+    });
+    if let Some(o) = &oauth2
+        && !(o.token_endpoint.starts_with("https://") || o.token_endpoint.starts_with("http://"))
+    {
+        return Err(format!(
+            "spec.connection.oauth2.tokenEndpoint {:?} must be an https:// URL",
+            o.token_endpoint
+        ));
+    }
+    Ok(IcebergSettings {
+        uri: base.to_string(),
+        warehouse: connection.warehouse.clone(),
+        oauth2,
     })
 }
 
@@ -182,6 +256,7 @@ fn fingerprint(provider: Provider, s: &ConnectionSettings) -> u64 {
         s.sasl,
         &s.database,
         s.ssl_mode as u8,
+        &s.iceberg,
     )
         .hash(&mut h);
     (s.credentials.username(), s.credentials.expose_password()).hash(&mut h);
@@ -339,6 +414,20 @@ async fn provider_with(
     // Kafka without SASL authenticates with TLS alone (or not at all): no Secret to read.
     let credentials = match &connection.credentials_secret_ref {
         None => Credentials::new("", ""),
+        // An Iceberg bearer token is one value: only the password key is read.
+        Some(r) if cat.spec.provider == Provider::IcebergRest && connection.oauth2.is_none() => {
+            match secrets
+                .require(
+                    "spec.connection.credentialsSecretRef",
+                    &r.name,
+                    &[r.password_key.as_str()],
+                )
+                .await?
+            {
+                Ok(v) => Credentials::new("", v[0].clone()),
+                Err(refused) => return Ok(Err(refused)),
+            }
+        }
         Some(r) => {
             let keys = [r.username_key.as_str(), r.password_key.as_str()];
             match secrets
@@ -487,6 +576,9 @@ mod tests {
             bootstrap_servers: vec![],
             sasl: None,
             database: Some("hr".into()),
+            uri: None,
+            warehouse: None,
+            oauth2: None,
             ssl_mode: Some(SslMode::Disable),
             tls: None,
             credentials_secret_ref: Some(CredentialsSecretRef {
@@ -499,6 +591,53 @@ mod tests {
 
     fn settings(password: &str) -> ConnectionSettings {
         settings_from(&connection(), Credentials::new("u", password), None, None).unwrap()
+    }
+
+    #[test]
+    fn iceberg_uris_give_host_port_and_the_default_token_endpoint_and_bad_ones_name_the_fix() {
+        let iceberg = |uri: &str, oauth2: bool| {
+            let mut c = connection();
+            (c.host, c.port, c.database) = (None, None, None);
+            c.uri = Some(uri.into());
+            c.oauth2 = oauth2.then(crate::crd::catalog::OAuth2Settings::default);
+            settings_from(&c, Credentials::new("id", "secret"), None, None)
+        };
+        let s = iceberg("https://polaris.example.com/api/catalog/", true).unwrap();
+        assert_eq!((s.host.as_str(), s.port), ("polaris.example.com", 443));
+        let i = s.iceberg.unwrap();
+        assert_eq!(i.uri, "https://polaris.example.com/api/catalog");
+        let o = i.oauth2.unwrap();
+        assert_eq!(
+            (o.token_endpoint.as_str(), o.scope.as_str()),
+            (
+                "https://polaris.example.com/api/catalog/v1/oauth/tokens",
+                "catalog"
+            )
+        );
+        let s = iceberg("http://127.0.0.1:8181", false).unwrap();
+        assert_eq!((s.host.as_str(), s.port), ("127.0.0.1", 8181));
+        assert_eq!(s.iceberg.unwrap().oauth2, None);
+        for bad in [
+            "ftp://x",
+            "polaris.example.com",
+            "https://user:pw@x.example.com",
+            "https://x.example.com/?a=b",
+            "https:///path",
+        ] {
+            let e = iceberg(bad, false).unwrap_err();
+            assert!(e.contains("spec.connection.uri"), "{bad}: {e}");
+            assert!(
+                !e.contains("pw"),
+                "a password in the URL is not repeated: {e}"
+            );
+        }
+        // A different catalog URL is a different pool.
+        let a = iceberg("https://a.example.com", false).unwrap();
+        let b = iceberg("https://a.example.com/other", false).unwrap();
+        assert_ne!(
+            fingerprint(Provider::IcebergRest, &a),
+            fingerprint(Provider::IcebergRest, &b)
+        );
     }
 
     #[test]

@@ -96,6 +96,10 @@ pub enum Provider {
     Mysql,
     /// Apache Kafka (topics, probed with Metadata requests; the one schema is `default`).
     Kafka,
+    /// An Apache Iceberg REST catalog (namespaces, tables and views, identified by the uuid of
+    /// their metadata; `connection.uri`).
+    #[serde(rename = "iceberg-rest")]
+    IcebergRest,
     /// No external system; hosts semantic models only and is never probed.
     Managed,
 }
@@ -112,6 +116,22 @@ pub struct Connection {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 65535))]
     pub port: Option<i32>,
+    /// Base URL of an Iceberg REST catalog (iceberg-rest), e.g.
+    /// `https://polaris.example.com/api/catalog`; requests go to `{uri}/v1/...`. https is
+    /// verified like sslMode verify-full; http only with sslMode: disable when a secret is sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 2048))]
+    pub uri: Option<String>,
+    /// Warehouse to ask `GET /v1/config` for (iceberg-rest; the server's prefix and defaults
+    /// follow from it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1024))]
+    pub warehouse: Option<String>,
+    /// OAuth2 client credentials (iceberg-rest): the client id and secret are the user name and
+    /// password of credentialsSecretRef. Without it, the password of credentialsSecretRef (if
+    /// any) is sent as a bearer token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth2: Option<OAuth2Settings>,
     /// Kafka brokers to ask, as `host:port`, tried in order (kafka). Only these are ever
     /// connected to: any broker answers the metadata semops asks for.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -140,6 +160,20 @@ pub struct Connection {
     /// and for kafka with sasl.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credentials_secret_ref: Option<CredentialsSecretRef>,
+}
+
+/// OAuth2 client-credentials settings of an Iceberg REST connection.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct OAuth2Settings {
+    /// Token endpoint; default `{uri}/v1/oauth/tokens` (the REST spec's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 2048))]
+    pub token_endpoint: Option<String>,
+    /// Scope asked for; default `catalog`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 256))]
+    pub scope: Option<String>,
 }
 
 /// SASL settings of a Kafka connection.

@@ -17,7 +17,11 @@ use crate::crd::policy::RegistrationKind;
 /// managed catalogs. Kafka topics are relations of its one schema, `default`.
 pub fn registration_target(provider: Provider, r: &Registration) -> Option<ProbeTarget> {
     use RegistrationKind::*;
-    let sql = matches!(provider, Provider::Postgresql | Provider::Mysql);
+    // Iceberg REST catalogs hold namespaces (schemas), tables and views like SQL systems.
+    let sql = matches!(
+        provider,
+        Provider::Postgresql | Provider::Mysql | Provider::IcebergRest
+    );
     let kafka = provider == Provider::Kafka;
     match (r.kind, &r.schema) {
         (Schema, _) if sql || kafka => Some(ProbeTarget::schema(&r.name)),

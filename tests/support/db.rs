@@ -198,6 +198,7 @@ pub fn settings(
         bootstrap: vec![],
         sasl: None,
         database: Some(database.into()),
+        iceberg: None,
         ssl_mode: SslMode::Disable,
         ca_pem: None,
         client_certificate: None,

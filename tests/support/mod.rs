@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 pub mod checks;
 pub mod db;
+pub mod iceberg;
 pub mod kafka;
 pub mod mcp;
 
