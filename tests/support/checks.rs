@@ -52,11 +52,11 @@ impl World {
         Self::start(ns, db, role, &objects, policy, args)
     }
 
-    /// A world on another system: `objects` (YAML, with `NS` for the namespace) holds its
-    /// Secrets and Catalogs; no database is made.
+    /// A world on another system: `objects` (YAML, with `namespace: NS` for the namespace)
+    /// holds its Secrets and Catalogs; no database is made.
     pub fn with_objects(prefix: &str, objects: &str, policy: &str, args: &[&str]) -> World {
         let ns = env().namespace(prefix);
-        let objects = objects.replace("NS", &ns.name);
+        let objects = objects.replace("namespace: NS", &format!("namespace: {}", ns.name));
         Self::start(ns, String::new(), String::new(), &objects, policy, args)
     }
 
