@@ -1,7 +1,8 @@
-//! Probe benchmark (not a test): 10,000 names against a local PostgreSQL and 10,000 topic names
-//! against a local Kafka broker, batched vs one by one. Run: `cargo bench --bench probe` — starts
-//! its own PostgreSQL (hack/postgres) and Kafka (hack/kafka) and prints Markdown tables for
-//! BENCHMARKS.md. `SEMOPS_BENCH_PROVIDERS=kafka` runs one of them.
+//! Probe benchmark (not a test): 10,000 names against a local PostgreSQL, 10,000 topic names
+//! against a local Kafka broker and 10,000 table names against a local Iceberg REST catalog,
+//! batched vs one by one. Run: `cargo bench --bench probe` — starts its own PostgreSQL
+//! (hack/postgres), Kafka (hack/kafka) and Iceberg REST catalog (hack/iceberg) and prints
+//! Markdown tables for BENCHMARKS.md. `SEMOPS_BENCH_PROVIDERS=kafka` (or `iceberg`) runs one.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -27,6 +28,96 @@ fn main() {
     if wanted.contains("kafka") {
         kafka();
     }
+    if wanted.contains("iceberg") {
+        iceberg();
+    }
+}
+
+/// Iceberg tables that exist among the 10,000 names (each create writes a metadata file).
+const ICEBERG_TABLES: usize = 2_000;
+
+fn iceberg() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let dir = format!("{root}/target/bench-iceberg");
+    let _ = Command::new(format!("{root}/hack/iceberg"))
+        .args(["down", &dir])
+        .status();
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new(format!("{root}/hack/iceberg"))
+        .args(["up", &dir, "--owner-pid", &std::process::id().to_string()])
+        .env("ICEBERG_CLIENTS", "bench:bench-secret")
+        .env("ICEBERG_STATIC_TOKEN", "bench-admin")
+        .output()
+        .expect("hack/iceberg runs");
+    assert!(out.status.success(), "hack/iceberg up failed");
+    let env = std::fs::read_to_string(format!("{dir}/env")).unwrap();
+    let uri = env
+        .lines()
+        .find_map(|l| l.strip_prefix("ICEBERG_URI="))
+        .unwrap()
+        .to_string();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        // The tables, through the REST API as the administrator (8 requests at once).
+        let admin = |method: &str, path: String, body: serde_json::Value| {
+            let (uri, method) = (uri.clone(), method.to_string());
+            tokio::task::spawn_blocking(move || {
+                let out = Command::new("curl")
+                    .args(["-fsS", "-o", "/dev/null", "-X", &method])
+                    .args(["-H", "Authorization: Bearer bench-admin"])
+                    .args(["-H", "Content-Type: application/json", "-d", &body.to_string()])
+                    .arg(format!("{uri}{path}"))
+                    .status()
+                    .unwrap();
+                assert!(out.success(), "{method} {path}");
+            })
+        };
+        admin("POST", "/v1/namespaces".into(), serde_json::json!({"namespace": ["bench"]}))
+            .await
+            .unwrap();
+        let started = Instant::now();
+        futures::stream::iter(0..ICEBERG_TABLES)
+            .map(|i| {
+                admin(
+                    "POST",
+                    "/v1/namespaces/bench/tables".into(),
+                    serde_json::json!({"name": format!("t{i}"), "schema": {"type": "struct", "schema-id": 0,
+                        "fields": [{"id": 1, "name": "id", "required": true, "type": "long"}]}}),
+                )
+            })
+            .buffer_unordered(8)
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .for_each(|created| created.expect("a table created"));
+        eprintln!("created {ICEBERG_TABLES} tables in {:.1} s", started.elapsed().as_secs_f64());
+        let mut settings = semops::catalog::registry::settings_from(
+            &serde_json::from_value(serde_json::json!({
+                "uri": uri, "sslMode": "disable", "oauth2": {}
+            }))
+            .unwrap(),
+            Credentials::new("bench", "bench-secret"),
+            None,
+            None,
+        )
+        .unwrap();
+        settings.statement_timeout = Duration::from_secs(30);
+        let targets: Vec<ProbeTarget> = (0..NAMES)
+            .map(|i| ProbeTarget::relation("bench", format!("t{i}")))
+            .collect();
+        let provider = semops::catalog::iceberg::IcebergProvider::new(settings).unwrap();
+        provider.check_connection().await.unwrap();
+        println!(
+            "\nIceberg REST 1.11 (OAuth2, JDBC catalog on SQLite), {NAMES} table names ({ICEBERG_TABLES} exist):\n"
+        );
+        measure(&provider, &targets, ICEBERG_TABLES).await;
+    });
+    let _ = Command::new(format!("{root}/hack/iceberg"))
+        .args(["down", &dir])
+        .status();
 }
 
 fn postgres() {

@@ -220,8 +220,9 @@ pub fn connected(cat: &Catalog) -> Desired {
         .spec
         .connection
         .as_ref()
-        .map(|c| match (&c.host, c.port) {
-            (Some(host), Some(port)) => format!("{host}:{port}"),
+        .map(|c| match (&c.host, c.port, &c.uri) {
+            (Some(host), Some(port), _) => format!("{host}:{port}"),
+            (_, _, Some(uri)) => uri.clone(),
             _ => c.bootstrap_servers.join(","),
         })
         .unwrap_or_default();
@@ -232,7 +233,7 @@ pub fn connected(cat: &Catalog) -> Desired {
             Status::True,
             Reason::INSECURE_TRANSPORT,
             format!(
-                "connected to {endpoint} with sslMode {}: the password may travel in clear; use verify-full (with tls.caSecretRef for a private CA)",
+                "connected to {endpoint} with sslMode {}: the password (or token) may travel in clear; use verify-full (with tls.caSecretRef for a private CA)",
                 serde_json::to_value(m)
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_string))
@@ -564,6 +565,29 @@ mod tests {
                     verdict.message
                 );
             }
+        }
+    }
+
+    #[test]
+    fn the_endpoint_named_is_host_port_brokers_or_the_catalog_url() {
+        for (spec, endpoint) in [
+            (
+                "provider: mysql\nconnection: {host: db, port: 3306, credentialsSecretRef: {name: s}}",
+                "db:3306",
+            ),
+            (
+                "provider: kafka\nconnection: {bootstrapServers: [\"k1:9093\", \"k2:9093\"]}",
+                "k1:9093,k2:9093",
+            ),
+            (
+                "provider: iceberg-rest\nconnection: {uri: \"https://lake.example/api\"}",
+                "https://lake.example/api",
+            ),
+        ] {
+            assert_eq!(
+                connected(&catalog(spec)).message,
+                format!("connected to {endpoint}")
+            );
         }
     }
 

@@ -418,13 +418,15 @@ fn examples_with(ns: &str, host: &str, server: &db::Server) -> String {
     files.sort();
     let mut docs: Vec<String> = files
         .iter()
-        // YAML manifests only (examples/ also holds the demo's SQL), without the Namespace and
-        // the Kafka catalog (its broker is e2e_kafka's: other suites do not start one).
+        // YAML manifests only (examples/ also holds the demo's SQL), without the Namespace,
+        // the Kafka catalog and the Iceberg catalog with its model (their servers are
+        // e2e_kafka's and e2e_iceberg's: other suites do not start them).
         .filter(|p| {
             let name = p.file_name().unwrap().to_string_lossy().to_string();
             p.extension().is_some_and(|e| e == "yaml")
                 && !name.contains("namespace")
                 && !name.contains("catalog-events")
+                && !name.contains("lake")
         })
         .map(|p| {
             std::fs::read_to_string(p)

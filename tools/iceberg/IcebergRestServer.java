@@ -10,6 +10,7 @@
 //   ICEBERG_FAIL_FILE   a file: while it exists, every catalog request answers 503
 //   ICEBERG_TLS_KEYSTORE, ICEBERG_TLS_PASSWORD, ICEBERG_TLS_PORT   a PKCS#12 key store: also
 //                       serve HTTPS on 127.0.0.1 (port 0: any)
+//   ICEBERG_EXTRA_HOST  one more address to serve HTTPS on (the local node's, for Pods)
 // Without ICEBERG_CLIENTS and ICEBERG_STATIC_TOKEN, requests need no token.
 // Every token issued is counted, and every request refused for an expired token: GET
 // /test/tokens-issued and /test/expired-refusals answer the counts (test harness only).
@@ -205,6 +206,7 @@ public final class IcebergRestServer {
     connector.setPort(Integer.parseInt(env("ICEBERG_PORT", "0")));
     server.addConnector(connector);
     ServerConnector tls = null;
+    ServerConnector extra = null;
     String keystore = env("ICEBERG_TLS_KEYSTORE", "");
     if (!keystore.isEmpty()) {
       org.eclipse.jetty.util.ssl.SslContextFactory.Server ssl =
@@ -216,12 +218,22 @@ public final class IcebergRestServer {
       tls.setHost("127.0.0.1");
       tls.setPort(Integer.parseInt(env("ICEBERG_TLS_PORT", "0")));
       server.addConnector(tls);
+      String extraHost = env("ICEBERG_EXTRA_HOST", "");
+      if (!extraHost.isEmpty()) {
+        extra = new ServerConnector(server, ssl);
+        extra.setHost(extraHost);
+        extra.setPort(0);
+        server.addConnector(extra);
+      }
     }
     server.setHandler(context);
     server.start();
     System.out.println("listening on 127.0.0.1:" + connector.getLocalPort());
     if (tls != null) {
       System.out.println("listening with TLS on 127.0.0.1:" + tls.getLocalPort());
+    }
+    if (extra != null) {
+      System.out.println("listening with TLS for Pods on " + extra.getHost() + ":" + extra.getLocalPort());
     }
     System.out.flush();
     server.join();

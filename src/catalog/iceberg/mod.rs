@@ -57,6 +57,8 @@ pub struct IcebergProvider {
     credentials: Credentials,
     client: HttpClient,
     timeout: Duration,
+    /// Requests of one batch in flight at once (the pool's size).
+    in_flight: usize,
     /// From `GET /v1/config`, read once per pool (again after a failure).
     endpoint: tokio::sync::Mutex<Option<Endpoint>>,
     /// The OAuth2 token and when to replace it.
@@ -101,6 +103,7 @@ impl IcebergProvider {
             credentials: settings.credentials,
             client,
             timeout: settings.statement_timeout,
+            in_flight: settings.max_connections.max(1),
             endpoint: tokio::sync::Mutex::new(None),
             token: Mutex::new(None),
         })
@@ -306,6 +309,36 @@ impl IcebergProvider {
     }
 }
 
+impl IcebergProvider {
+    async fn probe_one(
+        &self,
+        endpoint: &Endpoint,
+        t: &ProbeTarget,
+    ) -> Result<Probe, ProviderError> {
+        Ok(match t {
+            ProbeTarget::Schema { name } => {
+                let path = endpoint.namespace_path(&levels_of(name)?);
+                let (status, body) = self.send(Method::HEAD, &path).await?;
+                match status.as_u16() {
+                    200 | 204 => Probe::Present {
+                        object_type: ObjectType::Schema,
+                        native_id: format!("namespace:{name}"),
+                    },
+                    404 => Probe::Absent,
+                    s => return Err(wire::classify(s, &body, &format!("namespace {name}"))),
+                }
+            }
+            ProbeTarget::Relation { schema, name } => match self.relation(schema, name).await? {
+                Some((kind, loaded)) => Probe::Present {
+                    object_type: kind,
+                    native_id: native_id(kind, &loaded.uuid, schema),
+                },
+                None => Probe::Absent,
+            },
+        })
+    }
+}
+
 fn error_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
@@ -352,35 +385,24 @@ impl CatalogProvider for IcebergProvider {
         self.endpoint().await.map(|_| ())
     }
 
+    /// One request (two for a name that is not a table) per target, `max_connections` at once;
+    /// answers in input order, and the first failure fails the batch.
     async fn probe(&self, targets: &[ProbeTarget]) -> Result<Vec<Probe>, ProviderError> {
+        use futures::StreamExt;
         let endpoint = self.endpoint().await?;
-        let mut out = Vec::with_capacity(targets.len());
-        for t in targets {
-            out.push(match t {
-                ProbeTarget::Schema { name } => {
-                    let path = endpoint.namespace_path(&levels_of(name)?);
-                    let (status, body) = self.send(Method::HEAD, &path).await?;
-                    match status.as_u16() {
-                        200 | 204 => Probe::Present {
-                            object_type: ObjectType::Schema,
-                            native_id: format!("namespace:{name}"),
-                        },
-                        404 => Probe::Absent,
-                        s => return Err(wire::classify(s, &body, &format!("namespace {name}"))),
-                    }
-                }
-                ProbeTarget::Relation { schema, name } => {
-                    match self.relation(schema, name).await? {
-                        Some((kind, loaded)) => Probe::Present {
-                            object_type: kind,
-                            native_id: native_id(kind, &loaded.uuid, schema),
-                        },
-                        None => Probe::Absent,
-                    }
-                }
-            });
-        }
-        Ok(out)
+        let endpoint = &endpoint;
+        // Boxed with one named lifetime: a closure returning the bare future trips the
+        // "FnOnce is not general enough" limit once callers need the future to be Send.
+        let one = |t: ProbeTarget| -> futures::future::BoxFuture<'_, Result<Probe, ProviderError>> {
+            Box::pin(async move { self.probe_one(endpoint, &t).await })
+        };
+        futures::stream::iter(targets.iter().cloned())
+            .map(one)
+            .buffered(self.in_flight)
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .collect()
     }
 
     async fn find_by_id(&self, id: &str) -> Result<Option<Found>, ProviderError> {
