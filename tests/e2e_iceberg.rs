@@ -252,7 +252,8 @@ fn a_model_on_iceberg_tables_survives_a_rename_and_sees_a_replaced_table_until_r
 }
 
 #[test]
-fn a_forbidden_table_is_doubt_and_autoremove_withdraws_only_on_certainty() {
+fn a_forbidden_table_is_doubt_and_autoremove_withdraws_dropped_tables_and_views_only_on_certainty()
+{
     let srv = iceberg();
     let ns = format!("icea{}", unique());
     srv.create_namespace(&ns);
@@ -261,17 +262,24 @@ fn a_forbidden_table_is_doubt_and_autoremove_withdraws_only_on_certainty() {
     srv.create_table(&ns, "events");
     srv.create_table(&ns, "gone");
     srv.create_view(&ns, "revenue");
+    srv.create_view(&ns, "old_view");
     let forbidden = format!(
         "{{kind: Table, schema: {}, name: {}}}",
         FORBIDDEN.0, FORBIDDEN.1
     );
+    let view = format!("{{kind: View, schema: {ns}, name: old_view}}");
     let w = World::with_objects(
         "iceauto",
-        &objects(&ns, &["orders", "events", "gone"], &forbidden),
+        &objects(
+            &ns,
+            &["orders", "events", "gone"],
+            &format!("{forbidden}, {view}"),
+        ),
         AUTO,
         &[],
     );
     srv.drop_table(&ns, "gone");
+    srv.drop_view(&ns, "old_view");
     // The 403 on one table fails the round: nothing is marked, nothing removed.
     let s = w.check("lake");
     assert_ne!(s["lastCheck"]["result"], "Completed", "{s}");
@@ -284,12 +292,14 @@ fn a_forbidden_table_is_doubt_and_autoremove_withdraws_only_on_certainty() {
 
     // Without the forbidden registration the round is certain: the dropped table is withdrawn.
     env().apply_ok(
-        &objects(&ns, &["orders", "events", "gone"], "")
+        &objects(&ns, &["orders", "events", "gone"], &view)
             .replace("namespace: NS", &format!("namespace: {}", w.ns())),
     );
     let s = w.check("lake");
     assert_eq!(s["lastCheck"]["result"], "Completed", "{s}");
     assert_eq!(state_of(&s, "gone").0, "Removed", "{s}");
+    assert_eq!(state_of(&s, "old_view").0, "Removed", "{s}");
     assert_eq!(state_of(&s, "orders").0, "Live");
-    assert_eq!(s["lastCheck"]["removed"], 1);
+    assert_eq!(state_of(&s, "revenue").0, "Live", "a live view stays");
+    assert_eq!(s["lastCheck"]["removed"], 2);
 }

@@ -189,6 +189,14 @@ impl Iceberg {
         );
     }
 
+    pub fn drop_view(&self, ns: &str, name: &str) {
+        self.ok(
+            "DELETE",
+            &format!("/v1/namespaces/{}/views/{name}", Self::ns(ns)),
+            None,
+        );
+    }
+
     /// While on, every catalog request answers 503.
     pub fn outage(&self, on: bool) {
         let f = self.dir.join("fail");
