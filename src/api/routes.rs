@@ -549,20 +549,29 @@ pub async fn list_models(
     let run = async {
         let who = caller(&state, &headers).await?;
         let models = home_models(&state, &who, &ns, &catalog_name, &schema, None).await?;
-        let mut identifiers: Vec<Identifier> = models
-            .iter()
-            .map(|m| Identifier {
-                namespace: vec![ns.clone(), catalog_name.clone(), schema.clone()],
-                name: m.model_name().to_string(),
-            })
-            .collect();
-        sort_identifiers(&mut identifiers);
-        Ok::<_, ApiError>(ok(EntityList {
-            code: 0,
-            identifiers,
-        }))
+        Ok::<_, ApiError>(model_identifiers(&ns, &models))
     };
     run.await.unwrap_or_else(IntoResponse::into_response)
+}
+
+/// The models' identifiers (namespace `[ns, catalog, schema]`), sorted, as an EntityList.
+fn model_identifiers(ns: &str, models: &[Arc<SemanticModel>]) -> Response {
+    let mut identifiers: Vec<Identifier> = models
+        .iter()
+        .map(|m| Identifier {
+            namespace: vec![
+                ns.to_string(),
+                m.spec.catalog.clone(),
+                m.spec.schema.clone(),
+            ],
+            name: m.model_name().to_string(),
+        })
+        .collect();
+    sort_identifiers(&mut identifiers);
+    ok(EntityList {
+        code: 0,
+        identifiers,
+    })
 }
 
 /// `?catalog=&schema=` of the namespace-wide model list.
@@ -611,19 +620,8 @@ pub async fn list_namespace_models(
             .into_iter()
             .filter(|m| catalogs.get(&m.spec.catalog) == Some(&true))
             .collect();
-        let mut identifiers: Vec<Identifier> = visible_to(&state, &who, &ns, models)
-            .await
-            .iter()
-            .map(|m| Identifier {
-                namespace: vec![ns.clone(), m.spec.catalog.clone(), m.spec.schema.clone()],
-                name: m.model_name().to_string(),
-            })
-            .collect();
-        sort_identifiers(&mut identifiers);
-        Ok::<_, ApiError>(ok(EntityList {
-            code: 0,
-            identifiers,
-        }))
+        let visible = visible_to(&state, &who, &ns, models).await;
+        Ok::<_, ApiError>(model_identifiers(&ns, &visible))
     };
     run.await.unwrap_or_else(IntoResponse::into_response)
 }

@@ -35,8 +35,11 @@ pub enum LineageRoot {
     View,
 }
 
-/// A table or a view.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+/// A table or a view (a CLI argument, and an MCP tool argument: `table` or `view`).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum SourceType {
     Table,
     View,

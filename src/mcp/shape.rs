@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::api::paths::encode_segment;
+pub use crate::cli::query::SourceType;
 
 /// Most entries a list tool returns; past it the answer says `truncated: true` and the total.
 pub const MAX_LIST: usize = 500;
@@ -54,23 +55,6 @@ pub struct ListMetricsInput {
     /// Include each metric's definition (expression per dialect).
     #[serde(default)]
     pub details: bool,
-}
-
-/// A table or a view.
-#[derive(Deserialize, JsonSchema, Debug, Clone, Copy, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum SourceType {
-    Table,
-    View,
-}
-
-impl SourceType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SourceType::Table => "table",
-            SourceType::View => "view",
-        }
-    }
 }
 
 #[derive(Deserialize, JsonSchema, Debug)]
