@@ -12,7 +12,7 @@ mod support;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::checks::{World, condition};
+use support::checks::{World, condition, state_of};
 use support::db::unique;
 use support::iceberg::{CLIENT, FORBIDDEN, iceberg};
 use support::{env, eventually};
@@ -45,19 +45,6 @@ fn objects(ns: &str, tables: &[&str], extra: &str) -> String {
         CLIENT.1,
         iceberg().tls_uri,
         regs.join(", ")
-    )
-}
-
-fn state_of(status: &Value, name: &str) -> (String, String) {
-    let r = status["registrations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["name"] == name)
-        .unwrap_or_else(|| panic!("no registration {name} in {status}"));
-    (
-        r["state"].as_str().unwrap_or("").into(),
-        r["id"].as_str().unwrap_or("").into(),
     )
 }
 

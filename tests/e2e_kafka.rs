@@ -9,7 +9,7 @@ mod support;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::checks::{World, condition};
+use support::checks::{World, condition, state_of};
 use support::db::unique;
 use support::kafka::{ALICE, CAROL, kafka};
 use support::{env, eventually};
@@ -44,19 +44,6 @@ fn objects(user: (&str, &str), topics: &[String]) -> String {
 fn topics(prefix: &str, n: usize) -> Vec<String> {
     let u = unique();
     (0..n).map(|i| format!("{prefix}{u}-{i}")).collect()
-}
-
-fn state_of(status: &Value, name: &str) -> (String, String) {
-    let r = status["registrations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["name"] == name)
-        .unwrap_or_else(|| panic!("no registration {name} in {status}"));
-    (
-        r["state"].as_str().unwrap_or("").into(),
-        r["id"].as_str().unwrap_or("").into(),
-    )
 }
 
 fn wait_deleted(names: &[&str]) {

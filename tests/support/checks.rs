@@ -268,6 +268,20 @@ pub fn request(
 }
 
 /// A condition's (status, reason) in a status object.
+/// `(state, id)` of the registration `name` in a Catalog status.
+pub fn state_of(status: &Value, name: &str) -> (String, String) {
+    let r = status["registrations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == name)
+        .unwrap_or_else(|| panic!("no registration {name} in {status}"));
+    (
+        r["state"].as_str().unwrap_or("").into(),
+        r["id"].as_str().unwrap_or("").into(),
+    )
+}
+
 pub fn condition(status: &Value, type_: &str) -> (String, String) {
     let c = status["conditions"]
         .as_array()

@@ -263,13 +263,13 @@ impl IcebergProvider {
     /// The table, else the view, named `schema.name`.
     async fn relation(
         &self,
+        endpoint: &Endpoint,
         schema: &str,
         name: &str,
     ) -> Result<Option<(ObjectType, wire::Loaded)>, ProviderError> {
-        let endpoint = self.endpoint().await?;
         let levels = levels_of(schema)?;
         for kind in [ObjectType::Table, ObjectType::View] {
-            if let Some(loaded) = self.load(&endpoint, &levels, kind, name).await? {
+            if let Some(loaded) = self.load(endpoint, &levels, kind, name).await? {
                 return Ok(Some((kind, loaded)));
             }
         }
@@ -328,13 +328,15 @@ impl IcebergProvider {
                     s => return Err(wire::classify(s, &body, &format!("namespace {name}"))),
                 }
             }
-            ProbeTarget::Relation { schema, name } => match self.relation(schema, name).await? {
-                Some((kind, loaded)) => Probe::Present {
-                    object_type: kind,
-                    native_id: native_id(kind, &loaded.uuid, schema),
-                },
-                None => Probe::Absent,
-            },
+            ProbeTarget::Relation { schema, name } => {
+                match self.relation(endpoint, schema, name).await? {
+                    Some((kind, loaded)) => Probe::Present {
+                        object_type: kind,
+                        native_id: native_id(kind, &loaded.uuid, schema),
+                    },
+                    None => Probe::Absent,
+                }
+            }
         })
     }
 }
@@ -435,7 +437,11 @@ impl CatalogProvider for IcebergProvider {
         schema: &str,
         name: &str,
     ) -> Result<Option<Vec<Column>>, ProviderError> {
-        Ok(self.relation(schema, name).await?.map(|(_, l)| l.columns))
+        let endpoint = self.endpoint().await?;
+        Ok(self
+            .relation(&endpoint, schema, name)
+            .await?
+            .map(|(_, l)| l.columns))
     }
 
     async fn server_identity(&self) -> Result<String, ProviderError> {
