@@ -9,7 +9,10 @@
 
 pub mod render;
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
+
+// A fast seeded hasher: the projection hashes up to 100,000 names per request.
+use foldhash::{HashMap, HashMapExt, HashSet};
 use std::io::Write;
 
 use serde::Serialize;
@@ -168,13 +171,6 @@ pub fn dataset_id(model_uid: &str, name: &str) -> String {
 pub fn model_id(uid: &str) -> String {
     format!("model:{uid}")
 }
-fn metric_node_id(m: &ModelInput<'_>, name: &str) -> String {
-    match m.metric_ids.iter().find(|i| i.name == name) {
-        Some(i) => format!("metric:{}", i.id),
-        None => format!("metric:{}/{name}", m.uid),
-    }
-}
-
 fn source_label(a: &SourceAssociation) -> String {
     format!("{}.{}.{}", a.source.catalog, a.source.schema, a.source.name)
 }
@@ -219,122 +215,221 @@ fn preflight_model(m: &ModelInput<'_>, limits: &Limits) -> Result<(), TooLarge> 
         check_label(&metric.name, limits)?;
     }
     for a in m.associations {
-        if source_label(a).len() > limits.max_label_bytes {
+        // The length of `source_label(a)`, without building it.
+        let label = a.source.catalog.len() + a.source.schema.len() + a.source.name.len() + 2;
+        if label > limits.max_label_bytes {
             return Err(TooLarge::Label(limits.max_label_bytes));
         }
     }
     Ok(())
 }
 
-fn model_node(m: &ModelInput<'_>) -> Node {
-    Node {
-        id: model_id(m.uid),
-        kind: NodeKind::Model,
-        name: m.name.to_string(),
-        namespace: vec![m.namespace.into(), m.catalog.into(), m.schema.into()],
-        object_type: None,
-        revision: Some(m.revision),
+/// Node ids of one projection, each formatted once; nodes, edges and warnings refer to them by
+/// index, so an edge costs 12 bytes instead of two owned strings (the edge limit is 50,000).
+#[derive(Default)]
+struct Ids {
+    text: Vec<String>,
+}
+
+type Id = u32;
+
+impl Ids {
+    fn add(&mut self, id: String) -> Id {
+        self.text.push(id);
+        (self.text.len() - 1) as Id
+    }
+    fn get(&self, id: Id) -> &str {
+        &self.text[id as usize]
+    }
+    /// Each id's rank in byte order, equal texts sharing one: comparing ranks compares texts.
+    fn ranks(&self) -> Vec<u32> {
+        let mut order: Vec<Id> = (0..self.text.len() as Id).collect();
+        order.sort_unstable_by(|a, b| self.get(*a).cmp(self.get(*b)));
+        let mut rank = vec![0; order.len()];
+        let mut current = 0;
+        for (position, pair) in order.iter().enumerate() {
+            if position > 0 && self.get(order[position - 1]) != self.get(*pair) {
+                current += 1;
+            }
+            rank[*pair as usize] = current;
+        }
+        rank
     }
 }
 
-fn in_model(m: &ModelInput<'_>) -> Vec<String> {
-    vec![
-        m.namespace.into(),
-        m.catalog.into(),
-        m.schema.into(),
-        m.name.into(),
-    ]
+/// Where a node lives (3 or 4 borrowed parts).
+#[derive(Clone, Copy)]
+struct Place<'a> {
+    parts: [&'a str; 4],
+    len: usize,
 }
 
-fn source_node(a: &SourceAssociation, namespace: &str) -> Node {
-    Node {
-        id: source_id(&a.source.catalog, &a.object_type, &a.id),
-        kind: NodeKind::Source,
-        name: source_label(a),
-        namespace: vec![
-            namespace.into(),
-            a.source.catalog.clone(),
-            a.source.schema.clone(),
-        ],
-        object_type: Some(a.object_type.clone()),
-        revision: None,
+impl<'a> Place<'a> {
+    fn of_model(m: &ModelInput<'a>) -> Self {
+        Self {
+            parts: [m.namespace, m.catalog, m.schema, ""],
+            len: 3,
+        }
+    }
+    fn in_model(m: &ModelInput<'a>) -> Self {
+        Self {
+            parts: [m.namespace, m.catalog, m.schema, m.name],
+            len: 4,
+        }
+    }
+    fn of_source(namespace: &'a str, catalog: &'a str, schema: &'a str) -> Self {
+        Self {
+            parts: [namespace, catalog, schema, ""],
+            len: 3,
+        }
+    }
+}
+
+/// A node while projecting: borrowed text, its id by index.
+struct NodeAt<'a> {
+    id: Id,
+    kind: NodeKind,
+    name: std::borrow::Cow<'a, str>,
+    place: Place<'a>,
+    object_type: Option<&'a str>,
+    revision: Option<i64>,
+}
+
+#[derive(Clone, Copy)]
+struct EdgeAt {
+    kind: EdgeKind,
+    source: Id,
+    target: Id,
+}
+
+/// Nodes, edges and warnings under construction.
+struct Building<'a> {
+    ids: Ids,
+    nodes: Vec<NodeAt<'a>>,
+    edges: Vec<EdgeAt>,
+    warnings: Vec<(&'static str, Id)>,
+}
+
+impl<'a> Building<'a> {
+    fn new(nodes: usize, edges: usize) -> Self {
+        Self {
+            ids: Ids {
+                text: Vec::with_capacity(nodes),
+            },
+            nodes: Vec::with_capacity(nodes),
+            edges: Vec::with_capacity(edges),
+            warnings: Vec::new(),
+        }
+    }
+    fn edge(&mut self, kind: EdgeKind, source: Id, target: Id) {
+        self.edges.push(EdgeAt {
+            kind,
+            source,
+            target,
+        });
+    }
+    fn model_node(&mut self, m: &ModelInput<'a>) -> Id {
+        let id = self.ids.add(model_id(m.uid));
+        self.nodes.push(NodeAt {
+            id,
+            kind: NodeKind::Model,
+            name: m.name.into(),
+            place: Place::of_model(m),
+            object_type: None,
+            revision: Some(m.revision),
+        });
+        id
+    }
+    /// A DATASET or METRIC node of model `m`.
+    fn member(&mut self, m: &ModelInput<'a>, kind: NodeKind, id: String, name: &'a str) -> Id {
+        let id = self.ids.add(id);
+        self.nodes.push(NodeAt {
+            id,
+            kind,
+            name: name.into(),
+            place: Place::in_model(m),
+            object_type: None,
+            revision: None,
+        });
+        id
     }
 }
 
 /// The graph of one model: the model, its datasets and their sources, its metrics.
 pub fn project_model(m: &ModelInput<'_>, limits: &Limits) -> Result<Vec<u8>, TooLarge> {
     preflight_model(m, limits)?;
-    let root = model_id(m.uid);
-    let mut nodes = vec![model_node(m)];
-    let mut edges = Vec::new();
-    let mut warnings = Vec::new();
-    for d in &m.definition.datasets {
-        let id = dataset_id(m.uid, &d.name);
-        edges.push(Edge {
-            kind: EdgeKind::Contains,
-            source: root.clone(),
-            target: id.clone(),
-        });
-        nodes.push(Node {
-            id,
-            kind: NodeKind::Dataset,
-            name: d.name.clone(),
-            namespace: in_model(m),
-            object_type: None,
-            revision: None,
-        });
+    let datasets = &m.definition.datasets;
+    let metrics = m.definition.metrics.as_deref().unwrap_or_default();
+    let relationships = m.definition.relationships.as_deref().unwrap_or_default();
+    let mut g = Building::new(
+        1 + datasets.len() + metrics.len() + m.associations.len(),
+        datasets.len() + metrics.len() + m.associations.len() + relationships.len(),
+    );
+    let root = g.model_node(m);
+    let mut dataset_ids: HashMap<&str, Id> = HashMap::with_capacity(datasets.len());
+    for d in datasets {
+        let id = g.member(m, NodeKind::Dataset, dataset_id(m.uid, &d.name), &d.name);
+        dataset_ids.insert(&d.name, id);
+        g.edge(EdgeKind::Contains, root, id);
     }
-    for metric in m.definition.metrics.iter().flatten() {
-        let id = metric_node_id(m, &metric.name);
-        edges.push(Edge {
-            kind: EdgeKind::Contains,
-            source: root.clone(),
-            target: id.clone(),
-        });
-        nodes.push(Node {
-            id,
-            kind: NodeKind::Metric,
-            name: metric.name.clone(),
-            namespace: in_model(m),
-            object_type: None,
-            revision: None,
-        });
-    }
-    let mut seen_sources = HashSet::new();
-    for a in m.associations {
-        let source = source_node(a, m.namespace);
-        edges.push(Edge {
-            kind: EdgeKind::Binds,
-            source: dataset_id(m.uid, &a.dataset),
-            target: source.id.clone(),
-        });
-        if m.unavailable.contains(&a.dataset) {
-            warnings.push(Warning {
-                code: SOURCE_UNAVAILABLE,
-                node_id: source.id.clone(),
-            });
-        }
-        if seen_sources.insert(source.id.clone()) {
-            nodes.push(source);
-        }
-    }
-    let declared: HashSet<&str> = m
-        .definition
-        .datasets
+    let metric_ids: HashMap<&str, &str> = m
+        .metric_ids
         .iter()
-        .map(|d| d.name.as_str())
+        .map(|i| (i.name.as_str(), i.id.as_str()))
         .collect();
-    for r in m.definition.relationships.iter().flatten() {
-        // Validation guarantees both ends exist; a dangling end is skipped, never invented.
-        if declared.contains(r.from.as_str()) && declared.contains(r.to.as_str()) {
-            edges.push(Edge {
-                kind: EdgeKind::Relates,
-                source: dataset_id(m.uid, &r.from),
-                target: dataset_id(m.uid, &r.to),
-            });
+    for metric in metrics {
+        let text = match metric_ids.get(metric.name.as_str()) {
+            Some(id) => format!("metric:{id}"),
+            None => format!("metric:{}/{}", m.uid, metric.name),
+        };
+        let id = g.member(m, NodeKind::Metric, text, &metric.name);
+        g.edge(EdgeKind::Contains, root, id);
+    }
+    let mut sources: HashMap<(&str, &str, &str), Id> = HashMap::new();
+    for a in m.associations {
+        let key = (
+            a.source.catalog.as_str(),
+            a.object_type.as_str(),
+            a.id.as_str(),
+        );
+        let source = match sources.get(&key) {
+            Some(id) => *id,
+            None => {
+                let id = g
+                    .ids
+                    .add(source_id(&a.source.catalog, &a.object_type, &a.id));
+                g.nodes.push(NodeAt {
+                    id,
+                    kind: NodeKind::Source,
+                    name: source_label(a).into(),
+                    place: Place::of_source(m.namespace, &a.source.catalog, &a.source.schema),
+                    object_type: Some(&a.object_type),
+                    revision: None,
+                });
+                sources.insert(key, id);
+                id
+            }
+        };
+        // An association names a declared dataset (validation); otherwise its id is still drawn.
+        let dataset = match dataset_ids.get(a.dataset.as_str()) {
+            Some(id) => *id,
+            None => g.ids.add(dataset_id(m.uid, &a.dataset)),
+        };
+        g.edge(EdgeKind::Binds, dataset, source);
+        if m.unavailable.contains(&a.dataset) {
+            g.warnings.push((SOURCE_UNAVAILABLE, source));
         }
     }
-    finish("MODEL", root, nodes, edges, warnings, limits)
+    for r in relationships {
+        // Validation guarantees both ends exist; a dangling end is skipped, never invented.
+        if let (Some(from), Some(to)) = (
+            dataset_ids.get(r.from.as_str()),
+            dataset_ids.get(r.to.as_str()),
+        ) {
+            g.edge(EdgeKind::Relates, *from, *to);
+        }
+    }
+    finish("MODEL", root, g, limits)
 }
 
 /// The graph of one source: the source, the datasets bound to it, their models. `models` are
@@ -358,29 +453,24 @@ pub fn project_source(
     if 2 * bound > limits.max_edges {
         return Err(TooLarge::Edges(limits.max_edges));
     }
-    check_label(
-        &format!("{}.{}.{}", root.catalog, root.schema, root.name),
-        limits,
-    )?;
+    let label = format!("{}.{}.{}", root.catalog, root.schema, root.name);
+    check_label(&label, limits)?;
     for m in models {
         check_label(m.name, limits)?;
         for a in m.associations {
             check_label(&a.dataset, limits)?;
         }
     }
-    let source = source_id(&root.catalog, &root.object_type, &root.id);
-    let mut nodes = Vec::with_capacity(1 + models.len() + bound);
-    let mut edges = Vec::with_capacity(2 * bound);
-    nodes.push(Node {
-        id: source.clone(),
+    let mut g = Building::new(1 + models.len() + bound, 2 * bound);
+    let source = g
+        .ids
+        .add(source_id(&root.catalog, &root.object_type, &root.id));
+    g.nodes.push(NodeAt {
+        id: source,
         kind: NodeKind::Source,
-        name: format!("{}.{}.{}", root.catalog, root.schema, root.name),
-        namespace: vec![
-            root.namespace.clone(),
-            root.catalog.clone(),
-            root.schema.clone(),
-        ],
-        object_type: Some(root.object_type.clone()),
+        name: label.into(),
+        place: Place::of_source(&root.namespace, &root.catalog, &root.schema),
+        object_type: Some(&root.object_type),
         revision: None,
     });
     for m in models {
@@ -393,59 +483,131 @@ pub fn project_source(
         if mine.is_empty() {
             continue;
         }
-        nodes.push(model_node(m));
+        let model = g.model_node(m);
         for d in mine {
-            let id = dataset_id(m.uid, d);
-            edges.push(Edge {
-                kind: EdgeKind::Binds,
-                source: id.clone(),
-                target: source.clone(),
-            });
-            edges.push(Edge {
-                kind: EdgeKind::Contains,
-                source: model_id(m.uid),
-                target: id.clone(),
-            });
-            nodes.push(Node {
-                id,
-                kind: NodeKind::Dataset,
-                name: d.to_string(),
-                namespace: in_model(m),
-                object_type: None,
-                revision: None,
-            });
+            let id = g.member(m, NodeKind::Dataset, dataset_id(m.uid, d), d);
+            g.edge(EdgeKind::Binds, id, source);
+            g.edge(EdgeKind::Contains, model, id);
         }
     }
-    finish("SOURCE", source, nodes, edges, vec![], limits)
+    finish("SOURCE", source, g, limits)
 }
 
-/// Sorts, deduplicates, serializes into a capped buffer.
+/// Sorts (by kind, then id text), deduplicates, serializes into a capped buffer. The output has
+/// exactly the shape of [`Graph`].
 fn finish(
     graph_kind: &'static str,
-    root: String,
-    mut nodes: Vec<Node>,
-    mut edges: Vec<Edge>,
-    mut warnings: Vec<Warning>,
+    root: Id,
+    mut g: Building<'_>,
     limits: &Limits,
 ) -> Result<Vec<u8>, TooLarge> {
-    nodes.sort_by(|a, b| (a.kind, &a.id).cmp(&(b.kind, &b.id)));
-    nodes.dedup_by(|a, b| a.id == b.id);
-    edges.sort();
-    edges.dedup();
-    warnings.sort();
-    warnings.dedup();
-    let graph = Graph {
-        schema_version: 1,
+    let rank = g.ids.ranks();
+    let rank_of = |id: Id| rank[id as usize];
+    // Stable: of two nodes with one id, the first built is kept (as before interning).
+    g.nodes.sort_by_key(|n| (n.kind, rank_of(n.id)));
+    g.nodes.dedup_by(|a, b| rank_of(a.id) == rank_of(b.id));
+    g.edges
+        .sort_unstable_by_key(|e| (e.kind, rank_of(e.source), rank_of(e.target)));
+    g.edges
+        .dedup_by_key(|e| (e.kind, rank_of(e.source), rank_of(e.target)));
+    g.warnings
+        .sort_unstable_by_key(|(code, id)| (*code, rank_of(*id)));
+    g.warnings.dedup_by_key(|(code, id)| (*code, rank_of(*id)));
+    let graph = GraphOut {
         graph_kind,
         root,
-        nodes,
-        edges,
-        warnings,
+        g: &g,
     };
     let mut out = Capped::new(limits.max_response_bytes);
     serde_json::to_writer(&mut out, &graph)
         .map_err(|_| TooLarge::Response(limits.max_response_bytes))?;
     Ok(out.buf)
+}
+
+/// Serializes a built graph in [`Graph`]'s shape, looking ids up as it writes.
+struct GraphOut<'b, 'a> {
+    graph_kind: &'static str,
+    root: Id,
+    g: &'b Building<'a>,
+}
+
+impl<'b, 'a> Serialize for GraphOut<'b, 'a> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let ids: &'b Ids = &self.g.ids;
+        let mut graph = s.serialize_struct("Graph", 6)?;
+        graph.serialize_field("schemaVersion", &1u32)?;
+        graph.serialize_field("graphKind", self.graph_kind)?;
+        graph.serialize_field("root", ids.get(self.root))?;
+        graph.serialize_field(
+            "nodes",
+            &Seq(&self.g.nodes, |n: &'b NodeAt<'a>| NodeView {
+                id: ids.get(n.id),
+                kind: n.kind,
+                name: &n.name,
+                namespace: &n.place.parts[..n.place.len],
+                object_type: n.object_type,
+                revision: n.revision,
+            }),
+        )?;
+        graph.serialize_field(
+            "edges",
+            &Seq(&self.g.edges, |e: &'b EdgeAt| EdgeView {
+                kind: e.kind,
+                source: ids.get(e.source),
+                target: ids.get(e.target),
+            }),
+        )?;
+        graph.serialize_field(
+            "warnings",
+            &Seq(&self.g.warnings, |(code, id): &'b (&'static str, Id)| {
+                WarningView {
+                    code,
+                    node_id: ids.get(*id),
+                }
+            }),
+        )?;
+        graph.end()
+    }
+}
+
+/// A list serialized through a view of each item (no copy of the list).
+struct Seq<'l, T, F>(&'l [T], F);
+
+impl<'l, T, V: Serialize, F: Fn(&'l T) -> V> Serialize for Seq<'l, T, F> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(&self.1))
+    }
+}
+
+/// [`Node`] with borrowed text (same fields, same order).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct NodeView<'a> {
+    id: &'a str,
+    kind: NodeKind,
+    name: &'a str,
+    namespace: &'a [&'a str],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    object_type: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    revision: Option<i64>,
+}
+
+/// [`Edge`] with borrowed ids.
+#[derive(Serialize)]
+struct EdgeView<'a> {
+    kind: EdgeKind,
+    source: &'a str,
+    target: &'a str,
+}
+
+/// [`Warning`] with a borrowed id.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WarningView<'a> {
+    code: &'a str,
+    node_id: &'a str,
 }
 
 /// A buffer that refuses to grow past its cap (the body is sent only if it fits).

@@ -341,3 +341,52 @@ proptest! {
         prop_assert_eq!(project_model(&g.input(), &Limits::default()).unwrap(), base);
     }
 }
+
+/// Every node and edge of an answer once, even when ids repeat: two associations of one
+/// dataset to one source, and several models that share a uid (equal id texts built apart).
+#[test]
+fn repeated_ids_draw_each_node_and_edge_once() {
+    fn assert_unique(graph: &Value) {
+        let mut ids: Vec<&str> = graph["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["id"].as_str().unwrap())
+            .collect();
+        let nodes = ids.len();
+        ids.dedup();
+        assert_eq!(ids.len(), nodes, "a node twice: {graph}");
+        let mut edges: Vec<String> = graph["edges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(Value::to_string)
+            .collect();
+        let count = edges.len();
+        edges.dedup();
+        assert_eq!(edges.len(), count, "an edge twice: {graph}");
+    }
+    let mut f = fixture(6, 2, 3);
+    f.unavailable = vec!["d3".into()];
+    let again = SourceAssociation {
+        dataset: "d3".into(),
+        ..f.associations[3].clone()
+    };
+    f.associations.push(again);
+    let model = parse(&project_model(&f.input(), &Limits::default()).unwrap());
+    assert_unique(&model);
+    assert_eq!(model["warnings"].as_array().unwrap().len(), 1);
+    let fs: Vec<Fixture> = (0..4).map(|i| fixture(3 + i, 0, 0)).collect();
+    let inputs: Vec<ModelInput<'_>> = fs.iter().map(Fixture::input).collect();
+    let root = SourceRoot {
+        namespace: "ns".into(),
+        catalog: "hr".into(),
+        schema: "public".into(),
+        name: "t1".into(),
+        object_type: "TABLE".into(),
+        id: "pg:1:2:r1".into(),
+    };
+    let source = parse(&project_source(&root, &inputs, &Limits::default()).unwrap());
+    assert_unique(&source);
+    assert_eq!(source["edges"].as_array().unwrap().len(), 2);
+}
