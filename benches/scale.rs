@@ -17,10 +17,10 @@
 //!    concurrent load — requests/s, p50/p99, errors, CPU per 1,000 requests, peak RSS and how many
 //!    live probes the lookups cost (single flight);
 //!
-//! and once: a stale round over 10,000 registrations (two Catalogs of 5,000, the most one Catalog
-//! may declare) on the local PostgreSQL, default concurrency.
+//! and once per engine: a stale round over 10,000 registrations (two Catalogs of 5,000, the most
+//! one Catalog may declare) on the local PostgreSQL and MariaDB, default concurrency.
 //!
-//! `SEMOPS_BENCH_MODELS=1000,10000` picks the counts; the table goes to stdout and to
+//! `SEMOPS_BENCH_MODELS=1000,10000` picks the counts (`0`: the rounds only); the table goes to stdout and to
 //! target/bench/scale.md.
 
 #[path = "../tests/support/mod.rs"]
@@ -38,7 +38,7 @@ use kube::api::{ListParams, PostParams};
 use kube::{Api, Client, Resource, ResourceExt};
 use semops::crd::semantic_model::{MetricIdentity, SourceAssociation, SourceName};
 use semops::crd::{SemanticModel, SemanticModelStatus};
-use support::db::postgres;
+use support::db::{mariadb, postgres};
 use support::{Operator, env, eventually, examples_in};
 
 const TABLES: usize = 2_000;
@@ -666,25 +666,81 @@ fn run_load(
     load
 }
 
+/// The catalog server a stale round runs against.
+#[derive(Clone, Copy)]
+enum Engine {
+    Postgres,
+    MariaDb,
+}
+
 /// Two Catalogs of 5,000 registrations on 10,000 real tables, one round each, at once.
-async fn run_round(rows: &mut Vec<Row>) {
+async fn run_round(rows: &mut Vec<Row>, engine: Engine) {
     let env = env();
-    let pg = postgres();
-    pg.psql("hr", "CREATE SCHEMA IF NOT EXISTS round; DO $$ BEGIN FOR i IN 0..9999 LOOP EXECUTE format('CREATE TABLE IF NOT EXISTS round.r%s(id int)', i); END LOOP; END $$;");
     let ns = env.namespace("round");
+    let n = &ns.name;
     let regs = |from: usize| {
-        (from..from + 5000)
+        let list = (from..from + 5000)
             .map(|i| format!("{{kind: Table, schema: round, name: r{i}}}"))
             .collect::<Vec<_>>()
-            .join(", ")
+            .join(", ");
+        format!("[{list}]")
+    };
+    let (server, catalogs) = match engine {
+        Engine::Postgres => {
+            let pg = postgres();
+            pg.psql("hr", "CREATE SCHEMA IF NOT EXISTS round; DO $$ BEGIN FOR i IN 0..9999 LOOP EXECUTE format('CREATE TABLE IF NOT EXISTS round.r%s(id int)', i); END LOOP; END $$;");
+            let catalogs = ["a", "b"].map(|c| {
+                let from = if c == "a" { 0 } else { 5000 };
+                support::checks::catalog_yaml(n, c, "hr", pg.port, &regs(from), "")
+            });
+            ("PostgreSQL", catalogs.join("---\n"))
+        }
+        Engine::MariaDb => {
+            let db = mariadb();
+            // 10,000 CREATE TABLEs are longer than one argument may be: a script, sourced.
+            let script = std::path::Path::new(support::ROOT).join("target/bench/round.sql");
+            std::fs::create_dir_all(script.parent().unwrap()).unwrap();
+            let ddl: String = (0..10_000)
+                .map(|i| format!("CREATE TABLE IF NOT EXISTS round.r{i}(id int);\n"))
+                .collect();
+            std::fs::write(
+                &script,
+                format!("CREATE DATABASE IF NOT EXISTS round;\n{ddl}"),
+            )
+            .unwrap();
+            db.mysql(&format!("source {}", script.display()));
+            env.apply_ok(&support::ca_secret(n, "mdb-ca", &db.ca_pem()));
+            let catalogs = ["a", "b"].map(|c| {
+                let from = if c == "a" { 0 } else { 5000 };
+                format!(
+                    "apiVersion: semops.io/v1alpha1\nkind: Catalog\nmetadata: {{name: {c}, namespace: {n}}}\nspec:\n  provider: mysql\n  connection: {{host: localhost, port: {port}, database: round, tls: {{caSecretRef: {{name: mdb-ca}}}}, credentialsSecretRef: {{name: wh-reader}}}}\n  registrations: {regs}\n",
+                    port = db.port,
+                    regs = regs(from)
+                )
+            });
+            ("MariaDB", catalogs.join("---\n"))
+        }
+    };
+    let (user, password) = match engine {
+        Engine::Postgres => ("postgres", "postgres"),
+        Engine::MariaDb => (mariadb().admin_user, mariadb().admin_password),
     };
     env.apply_ok(&format!(
-        "apiVersion: v1\nkind: Secret\nmetadata: {{name: wh-reader, namespace: {n}, labels: {{semops.io/catalog-credentials: \"true\"}}}}\nstringData: {{username: postgres, password: postgres}}\n---\n{}---\n{}",
-        support::checks::catalog_yaml(&ns.name, "a", "hr", pg.port, &format!("[{}]", regs(0)), ""),
-        support::checks::catalog_yaml(&ns.name, "b", "hr", pg.port, &format!("[{}]", regs(5000)), ""),
-        n = ns.name
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: wh-reader, namespace: {n}, labels: {{semops.io/catalog-credentials: \"true\"}}}}\nstringData: {{username: {user}, password: {password}}}\n---\n{catalogs}"
     ));
-    let op = Operator::start(env, &env.kubeconfig, Some(&ns.name), &ns.name, &[]);
+    let op = Operator::start(env, &env.kubeconfig, Some(n), n, &[]);
+    // Both Catalogs configured (connected, registrations accepted) before the clock starts.
+    for c in ["a", "b"] {
+        eventually(Duration::from_secs(300), "catalog ready", || {
+            let out = env.kubectl_ok(&["get", "catalog", c, "-n", n, "-o", "json"]);
+            let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+            v["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                .then_some(())
+        });
+    }
     let started = Instant::now();
     for c in ["a", "b"] {
         env.kubectl_ok(&[
@@ -692,18 +748,21 @@ async fn run_round(rows: &mut Vec<Row>) {
             "catalog",
             c,
             "-n",
-            &ns.name,
+            n,
             "semops.io/check-requested=bench",
             "--overwrite",
         ]);
     }
     for c in ["a", "b"] {
         let status = eventually(Duration::from_secs(300), "round", || {
-            let out = env.kubectl_ok(&["get", "catalog", c, "-n", &ns.name, "-o", "json"]);
+            let out = env.kubectl_ok(&["get", "catalog", c, "-n", n, "-o", "json"]);
             let v: serde_json::Value = serde_json::from_str(&out).unwrap();
             (v["status"]["lastCheck"]["trigger"] == "annotation:bench").then(|| v["status"].clone())
         });
-        assert_eq!(status["lastCheck"]["result"], "Completed");
+        assert_eq!(
+            status["lastCheck"]["result"], "Completed",
+            "{server} round of {c}"
+        );
         assert_eq!(status["lastCheck"]["probed"], 5000);
     }
     let wall = started.elapsed();
@@ -712,10 +771,11 @@ async fn run_round(rows: &mut Vec<Row>) {
         .logs()
         .lines()
         .filter(|l| l.contains("\"check round\""))
+        .filter(|l| l.contains("annotation:bench"))
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()?["took_ms"].as_u64())
         .collect();
     rows.push(Row(
-        "stale round, 10,000 registrations (2 Catalogs x 5,000) on local PostgreSQL, default concurrency".into(),
+        format!("stale round, 10,000 registrations (2 Catalogs x 5,000) on local {server}, default concurrency"),
         format!(
             "rounds took {took_ms:?} ms (run at once); {} from annotation to both recorded in status; probe requests: {}",
             secs(wall),
@@ -735,6 +795,7 @@ fn main() {
         .unwrap_or_else(|_| "1000".into())
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
+        .filter(|n| *n > 0)
         .collect();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -748,8 +809,10 @@ fn main() {
             eprintln!("[bench] {n} models");
             run_scale(n, &mut rows).await;
         }
-        eprintln!("[bench] stale round");
-        run_round(&mut rows).await;
+        for engine in [Engine::Postgres, Engine::MariaDb] {
+            eprintln!("[bench] stale round");
+            run_round(&mut rows, engine).await;
+        }
     });
     let mut table = String::from("| measurement | result |\n| --- | --- |\n");
     for Row(what, result) in &rows {

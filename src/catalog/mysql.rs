@@ -44,8 +44,8 @@ struct ServerFacts {
     innodb_view: Option<&'static str>,
 }
 
-/// One answer row: ordinal, schema seen, table type, table schema, table name.
-type ProbeRow = (u64, bool, Option<String>, Option<String>, Option<String>);
+/// Stored tables and views by their folded (schema, name): (table type, schema, name).
+type StoredTables = HashMap<(String, String), (String, String, String)>;
 
 /// Server error codes semops acts on.
 mod code {
@@ -253,7 +253,6 @@ impl MysqlProvider {
         let facts = self.facts(&mut conn).await?;
         let lower = facts.lower_case_table_names != 0;
         let fold = |s: &str| fold(lower, s);
-        let cmp = |col: &str, j: &str| name_match(lower, col, j);
         let mut answers = vec![Probe::Absent; targets.len()];
         let pairs: Vec<(usize, String, String)> = targets
             .iter()
@@ -263,49 +262,28 @@ impl MysqlProvider {
                 ProbeTarget::Relation { schema, name } => (i, fold(schema), fold(name)),
             })
             .collect();
-        let json = serde_json::to_string(&pairs.iter().map(|(_, s, n)| [s, n]).collect::<Vec<_>>())
-            .expect("strings serialize");
-        let sql = format!(
-            "SELECT j.ord, sc.SCHEMA_NAME IS NOT NULL, t.TABLE_TYPE, t.TABLE_SCHEMA, t.TABLE_NAME FROM {JSON_PAIRS} \
-             LEFT JOIN information_schema.SCHEMATA sc ON {} \
-             LEFT JOIN information_schema.TABLES t ON j.n <> '' AND {} AND {} ORDER BY j.ord",
-            cmp("sc.SCHEMA_NAME", "j.s"),
-            cmp("t.TABLE_SCHEMA", "j.s"),
-            cmp("t.TABLE_NAME", "j.n"),
-        );
-        let rows: Vec<ProbeRow> = conn
-            .exec(sql, (json,))
-            .await
-            .map_err(|e| self.classify(&e))?;
-        if rows.len() != targets.len() {
-            return Err(ProviderError::Protocol(format!(
-                "expected {} probe rows, got {}",
-                targets.len(),
-                rows.len()
-            )));
-        }
-        for ((_, schema_seen, table_type, t_schema, t_name), (i, s, n)) in
-            rows.into_iter().zip(&pairs)
-        {
+        // Candidates by constant lists, matched byte-exactly here: the server prunes
+        // information_schema by constants, while a join against a JSON list of names made it
+        // compare every stored table with every name (0.4 s per 200 names at 10,000 tables).
+        let tables = self.candidate_tables(&mut conn, lower, &pairs).await?;
+        let schemas = self.candidate_schemas(&mut conn, lower, &pairs).await?;
+        for (i, s, n) in &pairs {
             let present = match &targets[*i] {
-                ProbeTarget::Schema { .. } => {
-                    schema_seen.then(|| (ObjectType::Schema, format!("{ID_PREFIX}:name:{s}")))
+                ProbeTarget::Schema { .. } => schemas
+                    .contains(s)
+                    .then(|| (ObjectType::Schema, format!("{ID_PREFIX}:name:{s}"))),
+                ProbeTarget::Relation { .. } => {
+                    tables
+                        .get(&(s.clone(), n.clone()))
+                        .map(|(table_type, t_schema, t_name)| {
+                            let ty = if table_type.contains("VIEW") {
+                                ObjectType::View
+                            } else {
+                                ObjectType::Table
+                            };
+                            (ty, format!("{ID_PREFIX}:name:{t_schema}/{t_name}"))
+                        })
                 }
-                ProbeTarget::Relation { .. } => table_type.map(|tt| {
-                    let ty = if tt.contains("VIEW") {
-                        ObjectType::View
-                    } else {
-                        ObjectType::Table
-                    };
-                    (
-                        ty,
-                        format!(
-                            "{ID_PREFIX}:name:{}/{}",
-                            t_schema.unwrap_or_default(),
-                            t_name.unwrap_or_default()
-                        ),
-                    )
-                }),
             };
             answers[*i] = match present {
                 Some((object_type, native_id)) => Probe::Present {
@@ -321,6 +299,67 @@ impl MysqlProvider {
                 .await?;
         }
         Ok(answers)
+    }
+
+    /// The stored tables and views among the relation `pairs` (folded names).
+    async fn candidate_tables(
+        &self,
+        conn: &mut mysql_async::Conn,
+        lower: bool,
+        pairs: &[(usize, String, String)],
+    ) -> Result<StoredTables, ProviderError> {
+        let wanted: Vec<mysql_async::Value> = pairs
+            .iter()
+            .filter(|(_, _, n)| !n.is_empty())
+            .flat_map(|(_, s, n)| [s.as_str().into(), n.as_str().into()])
+            .collect();
+        if wanted.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let sql = format!(
+            "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES \
+             WHERE (TABLE_SCHEMA, TABLE_NAME) IN ({})",
+            placeholders(wanted.len() / 2, "(?, ?)")
+        );
+        let rows: Vec<(String, String, String)> = conn
+            .exec(sql, wanted)
+            .await
+            .map_err(|e| self.classify(&e))?;
+        Ok(rows
+            .into_iter()
+            .map(|(schema, name, ty)| {
+                (
+                    (fold(lower, &schema), fold(lower, &name)),
+                    (ty, schema, name),
+                )
+            })
+            .collect())
+    }
+
+    /// The stored schemas among the schema targets of `pairs`, folded.
+    async fn candidate_schemas(
+        &self,
+        conn: &mut mysql_async::Conn,
+        lower: bool,
+        pairs: &[(usize, String, String)],
+    ) -> Result<std::collections::HashSet<String>, ProviderError> {
+        let wanted: Vec<mysql_async::Value> = pairs
+            .iter()
+            .filter(|(_, _, n)| n.is_empty())
+            .map(|(_, s, _)| s.as_str().into())
+            .collect();
+        if wanted.is_empty() {
+            return Ok(Default::default());
+        }
+        let sql = format!(
+            "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME IN ({})",
+            placeholders(wanted.len(), "?")
+        );
+        let rows: Vec<String> = conn
+            .exec(sql, wanted)
+            .await
+            .map_err(|e| self.classify(&e))?;
+        Ok(rows.iter().map(|s| fold(lower, s)).collect())
     }
 
     /// Absent only when the server says the object does not exist; a permission error fails.
@@ -387,18 +426,21 @@ impl MysqlProvider {
         if wanted.is_empty() {
             return Ok(());
         }
-        let json = serde_json::to_string(&wanted.iter().map(|(_, n)| n).collect::<Vec<_>>())
-            .expect("strings serialize");
+        // A constant list (see `probe_batch`), matched byte-exactly here.
         let sql = format!(
-            "SELECT j.ord, it.TABLE_ID FROM JSON_TABLE(?, '$[*]' COLUMNS(ord FOR ORDINALITY, n VARCHAR(2048) CHARACTER SET utf8mb4 PATH '$')) j \
-             LEFT JOIN information_schema.{view} it ON BINARY it.NAME = BINARY j.n ORDER BY j.ord"
+            "SELECT NAME, TABLE_ID FROM information_schema.{view} WHERE NAME IN ({})",
+            placeholders(wanted.len(), "?")
         );
-        let rows: Vec<(u64, Option<u64>)> = conn
-            .exec(sql, (json,))
+        let params: Vec<mysql_async::Value> =
+            wanted.iter().map(|(_, n)| n.as_str().into()).collect();
+        let rows: Vec<(String, u64)> = conn
+            .exec(sql, params)
             .await
             .map_err(|e| self.classify(&e))?;
-        for ((_, id), (i, _)) in rows.into_iter().zip(&wanted) {
-            if let (Some(id), Probe::Present { native_id, .. }) = (id, &mut answers[*i]) {
+        let ids: HashMap<String, u64> = rows.into_iter().collect();
+        for (i, name) in &wanted {
+            if let (Some(id), Probe::Present { native_id, .. }) = (ids.get(name), &mut answers[*i])
+            {
                 *native_id = format!("{ID_PREFIX}:innodb:{id}");
             }
         }
@@ -496,14 +538,24 @@ impl MysqlProvider {
                 .collect::<Vec<_>>(),
         )
         .expect("strings serialize");
+        // The constant list lets the server open only these tables (see `probe_batch`); the
+        // join keeps the byte-exact match and the order.
         let sql = format!(
             "SELECT j.ord, c.COLUMN_NAME, c.COLUMN_TYPE FROM {JSON_PAIRS} \
-             JOIN information_schema.COLUMNS c ON {} AND {} ORDER BY j.ord, c.ORDINAL_POSITION",
+             JOIN information_schema.COLUMNS c ON {} AND {} AND (c.TABLE_SCHEMA, c.TABLE_NAME) IN ({}) \
+             ORDER BY j.ord, c.ORDINAL_POSITION",
             name_match(lower, "c.TABLE_SCHEMA", "j.s"),
             name_match(lower, "c.TABLE_NAME", "j.n"),
+            placeholders(relations.len(), "(?, ?)"),
+        );
+        let mut params: Vec<mysql_async::Value> = vec![json.into()];
+        params.extend(
+            relations
+                .iter()
+                .flat_map(|(s, n, _)| [fold(lower, s).into(), fold(lower, n).into()]),
         );
         let rows: Vec<(u64, String, String)> = conn
-            .exec(sql, (json,))
+            .exec(sql, params)
             .await
             .map_err(|e| self.classify(&e))?;
         group_columns(
@@ -521,6 +573,11 @@ impl MysqlProvider {
 /// `(schema, name)` pairs as a table: `j.ord`, `j.s`, `j.n` (utf8mb4: the server default,
 /// latin1, would turn other scripts into '?').
 const JSON_PAIRS: &str = "JSON_TABLE(?, '$[*]' COLUMNS(ord FOR ORDINALITY, s VARCHAR(1024) CHARACTER SET utf8mb4 PATH '$[0]', n VARCHAR(1024) CHARACTER SET utf8mb4 PATH '$[1]')) j";
+
+/// `n` copies of a placeholder group, comma-separated.
+fn placeholders(n: usize, one: &str) -> String {
+    vec![one; n].join(", ")
+}
 
 /// A name as the server stores it: lower case when `lower_case_table_names` is set.
 fn fold(lower: bool, s: &str) -> String {
