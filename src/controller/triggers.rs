@@ -152,14 +152,9 @@ impl Triggers {
         let uid = m.uid();
         self.send_models(
             stores
-                .models_in(&ns)
+                .models_claiming(&ns, &m.spec.catalog, &m.spec.schema, &names)
                 .iter()
-                .filter(|o| {
-                    o.uid() != uid
-                        && o.spec.catalog == m.spec.catalog
-                        && o.spec.schema == m.spec.schema
-                        && names.contains(&o.model_name())
-                })
+                .filter(|o| o.uid() != uid)
                 .map(|o| ObjectRef::from_obj(o.as_ref())),
         );
     }

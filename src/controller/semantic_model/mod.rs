@@ -192,7 +192,13 @@ async fn decide(
     catalogs: &NamespaceCatalogs,
     accepted: &SemanticModelStatus,
 ) -> Result<Outcome, Error> {
-    let others = ctx.stores.models_in(&model.namespace().unwrap_or_default());
+    // Only models that claim the same name can win it (see `conflict_winner`).
+    let others = ctx.stores.models_claiming(
+        &model.namespace().unwrap_or_default(),
+        &model.spec.catalog,
+        &model.spec.schema,
+        &[model.model_name()],
+    );
     if let Some(rejection) = local_verdict(model, catalogs, &others) {
         return Ok(Outcome::Rejected(rejection));
     }
