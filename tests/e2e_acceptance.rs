@@ -487,6 +487,32 @@ fn a_crash_between_revision_and_commit_is_recovered_by_reusing_the_left_over_rev
         left_over_uid,
         "the same snapshot: the left-over revision was reused, not rewritten"
     );
+    // The retry minted fresh ids; it must commit the ones the reused revision recorded, or the
+    // history would name ids the model never had.
+    let recorded: Value = serde_json::from_str(&env.kubectl_ok(&[
+        "get",
+        "controllerrevision",
+        "employee-analysis-r1",
+        "-n",
+        ns,
+        "-o",
+        "jsonpath={.data}",
+    ]))
+    .unwrap();
+    let committed = metric_ids(
+        &serde_json::from_str::<Value>(&env.kubectl_ok(&[
+            "get",
+            "sm",
+            "employee-analysis",
+            "-n",
+            ns,
+            "-o",
+            "jsonpath={.status}",
+        ]))
+        .unwrap(),
+    );
+    assert!(!committed.is_empty());
+    assert_eq!(committed, metric_ids(&recorded));
     let revisions = env.kubectl_ok(&["get", "controllerrevision", "-n", ns, "-o", "name"]);
     assert_eq!(revisions.lines().count(), 1, "{revisions}");
 }

@@ -230,7 +230,7 @@ async fn decide(
         },
     };
     let revision = accepted.revision.unwrap_or(0) + 1;
-    revision::write(
+    let metrics = revision::write(
         ctx,
         model,
         revision,
@@ -246,6 +246,7 @@ async fn decide(
         status: SemanticModelStatus {
             revision: Some(revision),
             accepted_generation: model.metadata.generation,
+            metrics,
             ..next
         },
         revision,

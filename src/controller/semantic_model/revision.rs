@@ -10,15 +10,18 @@ use crate::controller::{Context, Error};
 use crate::crd::semantic_model::MetricIdentity;
 use crate::crd::{MODEL_UID_LABEL, SemanticModel};
 
-/// Writes revision `revision` (step a of the transaction). A revision of that name left by a
-/// crash is reused when it holds the same snapshot of this model, replaced otherwise.
+/// Writes revision `revision` (step a of the transaction) and answers the metric ids it holds,
+/// which the status must commit. A revision of that name left by a crash or a refused commit is
+/// reused when it holds the same snapshot of this model (with the ids it recorded: the retry
+/// minted fresh ones, and the revision and the status must never disagree on an id), replaced
+/// otherwise.
 pub async fn write(
     ctx: &Context,
     model: &SemanticModel,
     revision: i64,
     snapshot_hash: String,
     metrics: &[MetricIdentity],
-) -> Result<(), Error> {
+) -> Result<Vec<MetricIdentity>, Error> {
     if !ctx.leader.is_leading() {
         return Err(Error::NotLeader);
     }
@@ -60,20 +63,24 @@ pub async fn write(
         )
         .await
     {
-        Ok(_) => Ok(()),
+        Ok(_) => Ok(metrics.to_vec()),
         Err(kube::Error::Api(s)) if s.code == 409 => {
             let existing = api.get(&name).await?;
             let owner = ownership(&existing, model);
             let same_snapshot = existing.data.0.get("snapshotHash").and_then(|h| h.as_str())
                 == Some(snapshot_hash.as_str());
             match owner {
-                Ownership::ThisModel if same_snapshot => Ok(()), // an uncommitted earlier attempt: reuse
+                // An earlier attempt (uncommitted, or committed and our cache is behind: then
+                // the status write is refused as stale): reuse it and its ids.
+                Ownership::ThisModel if same_snapshot => {
+                    Ok(recorded_ids(&existing, metrics).unwrap_or_else(|| metrics.to_vec()))
+                }
                 // Never named by a committed status of this model, or left by a deleted
                 // namesake: replace it (only that very object: the uid is a precondition).
                 Ownership::ThisModel | Ownership::DeletedNamesake => {
                     delete_exactly(&api, &existing).await?;
                     api.create(&PostParams::default(), &rev).await?;
-                    Ok(())
+                    Ok(metrics.to_vec())
                 }
                 Ownership::Foreign => Err(Error::NotOwned(format!(
                     "ControllerRevision {}/{name}",
@@ -83,6 +90,20 @@ pub async fn write(
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// The ids `existing` recorded, when they name the same metrics as `minted` in the same order
+/// (the same snapshot has the same metric names; anything else, or a revision written before
+/// ids were recorded, answers `None`).
+fn recorded_ids(
+    existing: &ControllerRevision,
+    minted: &[MetricIdentity],
+) -> Option<Vec<MetricIdentity>> {
+    let recorded: Vec<MetricIdentity> =
+        serde_json::from_value(existing.data.0.get("metrics")?.clone()).ok()?;
+    let same_names = recorded.len() == minted.len()
+        && recorded.iter().zip(minted).all(|(r, m)| r.name == m.name);
+    same_names.then_some(recorded)
 }
 
 /// Deletes the revision that fell out of the history window (best effort), only if this
@@ -184,6 +205,41 @@ mod tests {
                 ..Default::default()
             },
             ..Default::default()
+        }
+    }
+
+    fn ids(pairs: &[(&str, &str)]) -> Vec<MetricIdentity> {
+        pairs
+            .iter()
+            .map(|(name, id)| MetricIdentity {
+                name: name.to_string(),
+                id: id.to_string(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_reused_revision_hands_back_the_ids_it_recorded() {
+        let minted = ids(&[("a", "new-a"), ("b", "new-b")]);
+        let cases = [
+            (
+                serde_json::json!({"metrics": ids(&[("a", "old-a"), ("b", "old-b")])}),
+                Some(ids(&[("a", "old-a"), ("b", "old-b")])),
+            ),
+            // Written before ids were recorded, or not naming the same metrics: keep the minted.
+            (serde_json::json!({}), None),
+            (serde_json::json!({"metrics": null}), None),
+            (serde_json::json!({"metrics": "garbage"}), None),
+            (serde_json::json!({"metrics": ids(&[("a", "old-a")])}), None),
+            (
+                serde_json::json!({"metrics": ids(&[("b", "old-b"), ("a", "old-a")])}),
+                None,
+            ),
+        ];
+        for (i, (data, want)) in cases.into_iter().enumerate() {
+            let mut rev = revision(None);
+            rev.data = RawExtension(data);
+            assert_eq!(recorded_ids(&rev, &minted), want, "case {i}");
         }
     }
 
