@@ -685,7 +685,7 @@ async fn run_round(rows: &mut Vec<Row>, engine: Engine) {
             .join(", ");
         format!("[{list}]")
     };
-    let (server, catalogs) = match engine {
+    let (server, catalogs, user, password) = match engine {
         Engine::Postgres => {
             let pg = postgres();
             pg.psql("hr", "CREATE SCHEMA IF NOT EXISTS round; DO $$ BEGIN FOR i IN 0..9999 LOOP EXECUTE format('CREATE TABLE IF NOT EXISTS round.r%s(id int)', i); END LOOP; END $$;");
@@ -693,7 +693,7 @@ async fn run_round(rows: &mut Vec<Row>, engine: Engine) {
                 let from = if c == "a" { 0 } else { 5000 };
                 support::checks::catalog_yaml(n, c, "hr", pg.port, &regs(from), "")
             });
-            ("PostgreSQL", catalogs.join("---\n"))
+            ("PostgreSQL", catalogs.join("---\n"), "postgres", "postgres")
         }
         Engine::MariaDb => {
             let db = mariadb();
@@ -718,12 +718,9 @@ async fn run_round(rows: &mut Vec<Row>, engine: Engine) {
                     regs = regs(from)
                 )
             });
-            ("MariaDB", catalogs.join("---\n"))
+            let (user, password) = (db.admin_user, db.admin_password);
+            ("MariaDB", catalogs.join("---\n"), user, password)
         }
-    };
-    let (user, password) = match engine {
-        Engine::Postgres => ("postgres", "postgres"),
-        Engine::MariaDb => (mariadb().admin_user, mariadb().admin_password),
     };
     env.apply_ok(&format!(
         "apiVersion: v1\nkind: Secret\nmetadata: {{name: wh-reader, namespace: {n}, labels: {{semops.io/catalog-credentials: \"true\"}}}}\nstringData: {{username: {user}, password: {password}}}\n---\n{catalogs}"

@@ -531,13 +531,11 @@ impl MysqlProvider {
         let mut conn = self.conn().await?;
         let facts = self.facts(&mut conn).await?;
         let lower = facts.lower_case_table_names != 0;
-        let json = serde_json::to_string(
-            &relations
-                .iter()
-                .map(|(s, n, _)| [fold(lower, s), fold(lower, n)])
-                .collect::<Vec<_>>(),
-        )
-        .expect("strings serialize");
+        let folded: Vec<[String; 2]> = relations
+            .iter()
+            .map(|(s, n, _)| [fold(lower, s), fold(lower, n)])
+            .collect();
+        let json = serde_json::to_string(&folded).expect("strings serialize");
         // The constant list lets the server open only these tables (see `probe_batch`); the
         // join keeps the byte-exact match and the order.
         let sql = format!(
@@ -549,11 +547,7 @@ impl MysqlProvider {
             placeholders(relations.len(), "(?, ?)"),
         );
         let mut params: Vec<mysql_async::Value> = vec![json.into()];
-        params.extend(
-            relations
-                .iter()
-                .flat_map(|(s, n, _)| [fold(lower, s).into(), fold(lower, n).into()]),
-        );
+        params.extend(folded.into_iter().flatten().map(mysql_async::Value::from));
         let rows: Vec<(u64, String, String)> = conn
             .exec(sql, params)
             .await
