@@ -108,8 +108,7 @@ where
     let watch = move || {
         make_watcher(api.clone(), watcher::Config::default())
             .backoff(crate::backoff::WatchBackoff::default())
-            // managedFields are a large share of each object and nothing here reads them.
-            .modify(|o| o.meta_mut().managed_fields = None)
+            .modify(|o| crate::stores::slim_for_cache(o.meta_mut()))
     };
     let restarted = move || {
         metrics

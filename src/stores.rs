@@ -3,9 +3,27 @@
 
 use std::sync::Arc;
 
+use kube::api::ObjectMeta;
 use kube::runtime::reflector::Store;
 
 use crate::crd::{Catalog, ReconcilePolicy, SemanticModel};
+
+/// The annotation `kubectl apply` (and Argo CD's client-side apply) writes: the whole applied
+/// object again, as JSON text.
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// What the caches drop from each object on the way in: managedFields and the last-applied copy
+/// are a large share of an applied object, nothing here reads them, and status writes (PUT to
+/// the status subresource) ignore metadata, so no write can lose them.
+pub fn slim_for_cache(meta: &mut ObjectMeta) {
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED);
+        if annotations.is_empty() {
+            meta.annotations = None;
+        }
+    }
+}
 
 #[derive(Clone)]
 pub struct Stores {
@@ -43,5 +61,42 @@ impl Stores {
     pub fn policies_in(&self, ns: &str) -> Vec<Arc<ReconcilePolicy>> {
         self.policies
             .state_filter(|p| p.metadata.namespace.as_deref() == Some(ns))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(annotations: &[(&str, &str)]) -> ObjectMeta {
+        ObjectMeta {
+            annotations: (!annotations.is_empty()).then(|| {
+                annotations
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect()
+            }),
+            managed_fields: Some(vec![Default::default()]),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_cache_drops_managed_fields_and_the_last_applied_copy_and_keeps_other_annotations() {
+        let check = "semops.io/check-now";
+        let cases = [
+            (meta(&[]), meta(&[])),
+            (meta(&[(LAST_APPLIED, "{\"spec\":{}}")]), meta(&[])),
+            (
+                meta(&[(LAST_APPLIED, "{}"), (check, "1")]),
+                meta(&[(check, "1")]),
+            ),
+            (meta(&[(check, "1")]), meta(&[(check, "1")])),
+        ];
+        for (i, (mut got, mut want)) in cases.into_iter().enumerate() {
+            slim_for_cache(&mut got);
+            want.managed_fields = None;
+            assert_eq!(got, want, "case {i}");
+        }
     }
 }

@@ -513,6 +513,11 @@ fn a_crash_between_revision_and_commit_is_recovered_by_reusing_the_left_over_rev
     );
     assert!(!committed.is_empty());
     assert_eq!(committed, metric_ids(&recorded));
+    // The cache drops kubectl's last-applied copy; the object keeps it through status writes.
+    assert!(
+        support::jsonpath(env, ns, "sm/employee-analysis", "{.metadata.annotations}")
+            .contains("kubectl.kubernetes.io/last-applied-configuration")
+    );
     let revisions = env.kubectl_ok(&["get", "controllerrevision", "-n", ns, "-o", "name"]);
     assert_eq!(revisions.lines().count(), 1, "{revisions}");
 }
