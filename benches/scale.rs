@@ -15,7 +15,8 @@
 //!
 //! 6. with `SEMOPS_BENCH_LOAD=CLIENTS:SECONDS` (hack/bench --load): the read API under
 //!    concurrent load — requests/s, p50/p99, errors, CPU per 1,000 requests, peak RSS and how many
-//!    live probes the lookups cost (single flight);
+//!    live probes the lookups cost (single flight) — once with a new connection per request, once
+//!    with connections kept open;
 //!
 //! and once per engine: a stale round over 10,000 registrations (two Catalogs of 5,000, the most
 //! one Catalog may declare) on the local PostgreSQL and MariaDB, default concurrency.
@@ -466,16 +467,22 @@ async fn run_scale(n: usize, rows: &mut Vec<Row>) {
     let (base_p50, _) = percentiles(baseline);
 
     // 6. Concurrent load (hack/bench --load), before the restart below replaces the process.
-    let load = load_settings().map(|(clients, secs)| {
-        let probes_before = op.metric("semops_api_source_probes_total", &[]);
-        let result = run_load(&op, &token, &ns.name, n, clients, secs);
-        (
-            clients,
-            secs,
-            result,
-            op.metric("semops_api_source_probes_total", &[]) - probes_before,
-        )
-    });
+    // Once with a new connection per request, once with connections kept open.
+    let loads: Vec<_> = load_settings()
+        .into_iter()
+        .flat_map(|(clients, secs)| [(clients, secs, false), (clients, secs, true)])
+        .map(|(clients, secs, keep_alive)| {
+            let probes_before = op.metric("semops_api_source_probes_total", &[]);
+            let result = run_load(&op, &token, &ns.name, n, clients, secs, keep_alive);
+            (
+                clients,
+                secs,
+                keep_alive,
+                result,
+                op.metric("semops_api_source_probes_total", &[]) - probes_before,
+            )
+        })
+        .collect();
 
     // 4. Restart: time until ready (caches synced) with n models.
     op.terminate();
@@ -550,11 +557,16 @@ async fn run_scale(n: usize, rows: &mut Vec<Row>) {
             base_p50.as_secs_f64() / lookup_p50.as_secs_f64()
         ),
     ));
-    if let Some((clients, secs, l, probes)) = load {
+    for (clients, secs, keep_alive, l, probes) in loads {
         let total = l.latencies.len();
         let (p50, p99) = percentiles(l.latencies);
+        let connections = if keep_alive {
+            "connections kept open (hyper's client)"
+        } else {
+            "a new connection per request"
+        };
         rows.push(Row(
-            label(&format!("read API under load: {clients} clients for {secs} s on the same 2 cores (lookups, half of them of 16 hot tables; 1 in 10 a model read), real token, new connection per request")),
+            label(&format!("read API under load: {clients} clients for {secs} s on the same 2 cores (lookups, half of them of 16 hot tables; 1 in 10 a model read), real token, {connections}")),
             format!(
                 "{:.0} requests/s, p50 {} / p99 {}, errors {} of {total}",
                 total as f64 / secs as f64,
@@ -593,8 +605,8 @@ struct Load {
     peak_rss_kib: u64,
 }
 
-/// `clients` threads asking the operator's read API for `secs`, each request on a new
-/// connection with the ServiceAccount token: source lookups (half of them of 16 hot tables, so
+/// `clients` threads asking the operator's read API for `secs` with the ServiceAccount token,
+/// each request on a new connection or (`keep_alive`) on the client's open one: source lookups (half of them of 16 hot tables, so
 /// concurrent lookups of one source happen) and, one request in ten, a model read.
 fn run_load(
     op: &Operator,
@@ -603,6 +615,7 @@ fn run_load(
     models: usize,
     clients: usize,
     secs: u64,
+    keep_alive: bool,
 ) -> Load {
     let port = op.api_port;
     let deadline = Instant::now() + Duration::from_secs(secs);
@@ -621,6 +634,7 @@ fn run_load(
             let (token, ns) = (token.to_string(), ns.to_string());
             std::thread::spawn(move || {
                 let (mut latencies, mut errors, mut lookups) = (vec![], 0, 0);
+                let mut client = keep_alive.then(|| KeepAlive::new(port, &token));
                 let mut k = c;
                 while Instant::now() < deadline {
                     let path = match k % 10 {
@@ -639,9 +653,12 @@ fn run_load(
                     };
                     lookups += usize::from(k % 10 != 9);
                     let t = Instant::now();
-                    let (code, _) = support::checks::request(port, "GET", &path, Some(&token), None);
+                    let ok = match &mut client {
+                        Some(c) => c.get_ok(&path),
+                        None => support::checks::request(port, "GET", &path, Some(&token), None).0 == 200,
+                    };
                     latencies.push(t.elapsed());
-                    errors += usize::from(code != 200);
+                    errors += usize::from(!ok);
                     k += clients;
                 }
                 (latencies, errors, lookups)
@@ -664,6 +681,65 @@ fn run_load(
     load.peak_rss_kib = sampler.join().unwrap();
     load.cpu_seconds = proc_stats(op.pid()).1 - cpu0;
     load
+}
+
+/// One client's HTTP/1.1 connection (hyper's client), kept open across requests the way
+/// kubectl and client libraries keep theirs; reopened after an error.
+struct KeepAlive {
+    rt: tokio::runtime::Runtime,
+    port: u16,
+    auth: String,
+    sender:
+        Option<hyper::client::conn::http1::SendRequest<http_body_util::Empty<hyper::body::Bytes>>>,
+}
+
+impl KeepAlive {
+    fn new(port: u16, token: &str) -> Self {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        Self {
+            rt,
+            port,
+            auth: format!("Bearer {token}"),
+            sender: None,
+        }
+    }
+
+    /// Whether `GET path` answered 200 with its whole body read.
+    fn get_ok(&mut self, path: &str) -> bool {
+        let (port, auth) = (self.port, self.auth.clone());
+        let mut sender = self.sender.take();
+        let (ok, sender) = self
+            .rt
+            .block_on(async move {
+                if sender.is_none() {
+                    let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+                        .await
+                        .ok()?;
+                    let (s, conn) =
+                        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                            .await
+                            .ok()?;
+                    tokio::spawn(conn);
+                    sender = Some(s);
+                }
+                let mut s = sender?;
+                let req = hyper::Request::get(path)
+                    .header("host", "localhost")
+                    .header("authorization", auth)
+                    .body(http_body_util::Empty::new())
+                    .unwrap();
+                let res = s.send_request(req).await.ok()?;
+                let ok = res.status() == 200;
+                let body = http_body_util::BodyExt::collect(res.into_body()).await.ok();
+                Some((ok && body.is_some(), s))
+            })
+            .map_or((false, None), |(ok, s)| (ok, Some(s)));
+        self.sender = sender;
+        ok
+    }
 }
 
 /// The catalog server a stale round runs against.
