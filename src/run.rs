@@ -108,7 +108,10 @@ where
     let watch = move || {
         make_watcher(api.clone(), watcher::Config::default())
             .backoff(crate::backoff::WatchBackoff::default())
-            .modify(|o| crate::stores::slim_for_cache(o.meta_mut()))
+            .modify(|o| {
+                crate::stores::slim_for_cache(o.meta_mut());
+                crate::stores::compact(o);
+            })
     };
     let restarted = move || {
         metrics
