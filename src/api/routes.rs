@@ -430,9 +430,12 @@ pub(super) async fn home_models(
         catalog: catalog_name.to_string(),
         schema: schema.to_string(),
     };
-    let models: Vec<Arc<SemanticModel>> = state
-        .index
-        .models_in(&key)
+    // One model asked for: only its name's entries, not every model of the schema.
+    let refs = match only {
+        Some(name) => state.index.models_named(&key, name),
+        None => state.index.models_in(&key),
+    };
+    let models: Vec<Arc<SemanticModel>> = refs
         .into_iter()
         .filter_map(|r| state.stores.models.get(&r))
         .filter(|m| is_visible(m) && m.spec.catalog == catalog_name && m.spec.schema == schema)

@@ -39,13 +39,21 @@ type ModelRef = ObjectRef<SemanticModel>;
 #[derive(Default)]
 struct Inner {
     by_source: HashMap<Arc<SourceKey>, BTreeSet<(Arc<str>, String)>>, // (model object name, dataset)
-    by_home: HashMap<Arc<HomeKey>, BTreeSet<Arc<str>>>,               // model object names
+    by_home: HashMap<Arc<HomeKey>, HomeModels>,
     /// What each model contributed, so an update or delete removes exactly that.
     contributed: HashMap<(String, Arc<str>), Contribution>,
 }
 
-/// The source keys and home one model added.
-type Contribution = (Vec<Arc<SourceKey>>, Option<Arc<HomeKey>>);
+/// The models of one home schema: all of them, and by model name (a single-model read must not
+/// walk a schema of 10,000 models to find one).
+#[derive(Default)]
+struct HomeModels {
+    objects: BTreeSet<Arc<str>>,                  // model object names
+    by_name: HashMap<String, BTreeSet<Arc<str>>>, // model name -> object names claiming it
+}
+
+/// The source keys, and the home with the model name, one model added.
+type Contribution = (Vec<Arc<SourceKey>>, Option<(Arc<HomeKey>, String)>);
 
 /// The shared copy of `key` held by `map`, or a new one.
 fn interned<K: Eq + std::hash::Hash, V>(map: &HashMap<Arc<K>, V>, key: K) -> Arc<K> {
@@ -145,12 +153,17 @@ impl Inner {
                 schema: m.spec.schema.clone(),
             },
         );
-        inner
-            .by_home
-            .entry(home.clone())
+        let home_models = inner.by_home.entry(home.clone()).or_default();
+        home_models.objects.insert(name.clone());
+        let model_name = m.model_name().to_string();
+        home_models
+            .by_name
+            .entry(model_name.clone())
             .or_default()
             .insert(name.clone());
-        inner.contributed.insert((ns, name), (sources, Some(home)));
+        inner
+            .contributed
+            .insert((ns, name), (sources, Some((home, model_name))));
     }
 }
 
@@ -175,6 +188,23 @@ impl ModelIndex {
         inner
             .by_home
             .get(key)
+            .map(|home| {
+                home.objects
+                    .iter()
+                    .map(|m| ObjectRef::new(m).within(&key.namespace))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Models whose home is the schema and whose model name is `name` (more than one only
+    /// while a name conflict lasts).
+    pub fn models_named(&self, key: &HomeKey, name: &str) -> Vec<ModelRef> {
+        let inner = self.inner.read().expect("index poisoned");
+        inner
+            .by_home
+            .get(key)
+            .and_then(|home| home.by_name.get(name))
             .map(|set| {
                 set.iter()
                     .map(|m| ObjectRef::new(m).within(&key.namespace))
@@ -188,7 +218,7 @@ impl ModelIndex {
         let inner = self.inner.read().expect("index poisoned");
         (
             inner.by_source.values().map(BTreeSet::len).sum(),
-            inner.by_home.values().map(BTreeSet::len).sum(),
+            inner.by_home.values().map(|h| h.objects.len()).sum(),
         )
     }
 }
@@ -207,11 +237,17 @@ impl Inner {
                 }
             }
         }
-        if let Some(key) = home
-            && let Some(set) = self.by_home.get_mut(&key)
+        if let Some((key, model_name)) = home
+            && let Some(home_models) = self.by_home.get_mut(&key)
         {
-            set.remove(name);
-            if set.is_empty() {
+            home_models.objects.remove(name);
+            if let Some(set) = home_models.by_name.get_mut(&model_name) {
+                set.remove(name);
+                if set.is_empty() {
+                    home_models.by_name.remove(&model_name);
+                }
+            }
+            if home_models.objects.is_empty() {
                 self.by_home.remove(&*key);
             }
         }
@@ -350,7 +386,7 @@ mod tests {
 
     type Snapshot = (
         Vec<(SourceKey, Vec<(String, String)>)>,
-        Vec<(HomeKey, Vec<String>)>,
+        Vec<(HomeKey, Vec<String>, Vec<(String, Vec<String>)>)>,
         Vec<(String, String)>,
     );
 
@@ -366,7 +402,7 @@ mod tests {
                     .expect("contributed key indexed");
                 assert!(Arc::ptr_eq(held, s), "a source key was copied, not shared");
             }
-            if let Some(h) = home {
+            if let Some((h, _)) = home {
                 let (held, _) = inner.by_home.get_key_value(&**h).expect("home indexed");
                 assert!(Arc::ptr_eq(held, h), "a home key was copied, not shared");
             }
@@ -386,7 +422,16 @@ mod tests {
         let mut by_home: Vec<_> = inner
             .by_home
             .iter()
-            .map(|(k, set)| ((**k).clone(), set.iter().map(|m| m.to_string()).collect()))
+            .map(|(k, home)| {
+                let mut by_name: Vec<(String, Vec<String>)> = home
+                    .by_name
+                    .iter()
+                    .map(|(n, set)| (n.clone(), set.iter().map(|m| m.to_string()).collect()))
+                    .collect();
+                by_name.sort();
+                let objects = home.objects.iter().map(|m| m.to_string()).collect();
+                ((**k).clone(), objects, by_name)
+            })
             .collect();
         by_home.sort();
         let mut contributed: Vec<_> = inner
@@ -400,7 +445,7 @@ mod tests {
 
     #[derive(Clone, Debug)]
     enum Step {
-        Apply(usize, Option<i64>, Vec<(usize, usize)>),
+        Apply(usize, Option<usize>, Option<i64>, Vec<(usize, usize)>),
         Delete(usize),
         Relist,
     }
@@ -408,14 +453,20 @@ mod tests {
     fn step() -> impl proptest::strategy::Strategy<Value = Step> {
         use proptest::prelude::*;
         prop_oneof![
-            4 => (0..4usize, prop::option::of(1..3i64), prop::collection::vec((0..3usize, 0..4usize), 0..4))
-                .prop_map(|(m, r, a)| Step::Apply(m, r, a)),
+            4 => (0..4usize, prop::option::of(0..2usize), prop::option::of(1..3i64), prop::collection::vec((0..3usize, 0..4usize), 0..4))
+                .prop_map(|(m, n, r, a)| Step::Apply(m, n, r, a)),
             2 => (0..4usize).prop_map(Step::Delete),
             1 => Just(Step::Relist),
         ]
     }
 
-    fn stepped_model(m: usize, revision: Option<i64>, assocs: &[(usize, usize)]) -> SemanticModel {
+    /// Model object `m{m}`, named `n{name}` in its schema (or after the object when `None`).
+    fn stepped_model(
+        m: usize,
+        name: Option<usize>,
+        revision: Option<i64>,
+        assocs: &[(usize, usize)],
+    ) -> SemanticModel {
         let assocs: Vec<(String, String)> = assocs
             .iter()
             .map(|(d, id)| (format!("d{d}"), format!("id{id}")))
@@ -424,7 +475,9 @@ mod tests {
             .iter()
             .map(|(d, i)| (d.as_str(), i.as_str()))
             .collect();
-        model(&format!("m{m}"), revision, &refs)
+        let mut model = model(&format!("m{m}"), revision, &refs);
+        model.spec.name = name.map(|n| format!("n{n}"));
+        model
     }
 
     proptest::proptest! {
@@ -436,8 +489,8 @@ mod tests {
             let mut live: std::collections::BTreeMap<usize, SemanticModel> = Default::default();
             for s in &steps {
                 match s {
-                    Step::Apply(m, r, a) => {
-                        let model = stepped_model(*m, *r, a);
+                    Step::Apply(m, n, r, a) => {
+                        let model = stepped_model(*m, *n, *r, a);
                         idx.apply(&model);
                         live.insert(*m, model);
                     }
@@ -459,6 +512,21 @@ mod tests {
                     fresh.apply(model);
                 }
                 proptest::prop_assert_eq!(snapshot(&idx), snapshot(&fresh));
+                let home = HomeKey {
+                    namespace: "ns".into(),
+                    catalog: "analytics".into(),
+                    schema: "semantic".into(),
+                };
+                for name in ["n0", "n1", "m0", "m1", "m2", "m3"] {
+                    let found: Vec<String> =
+                        idx.models_named(&home, name).into_iter().map(|r| r.name).collect();
+                    let want: Vec<String> = live
+                        .values()
+                        .filter(|m| is_visible(m) && m.model_name() == name)
+                        .map(|m| m.name_any())
+                        .collect();
+                    proptest::prop_assert_eq!(found, want, "models named {}", name);
+                }
             }
         }
     }
