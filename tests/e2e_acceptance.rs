@@ -500,15 +500,12 @@ fn a_crash_between_revision_and_commit_is_recovered_by_reusing_the_left_over_rev
     ]))
     .unwrap();
     let committed = metric_ids(
-        &serde_json::from_str::<Value>(&env.kubectl_ok(&[
-            "get",
-            "sm",
-            "employee-analysis",
-            "-n",
+        &serde_json::from_str::<Value>(&support::jsonpath(
+            env,
             ns,
-            "-o",
-            "jsonpath={.status}",
-        ]))
+            "sm/employee-analysis",
+            "{.status}",
+        ))
         .unwrap(),
     );
     assert!(!committed.is_empty());
@@ -544,15 +541,12 @@ fn a_crash_between_revision_and_commit_followed_by_an_edit_replaces_the_left_ove
         &["--leader-elect=false"],
     );
     wait_ready(env, ns, "sm/employee-analysis", "True", "Accepted");
-    let status: Value = serde_json::from_str(&env.kubectl_ok(&[
-        "get",
-        "sm",
-        "employee-analysis",
-        "-n",
+    let status: Value = serde_json::from_str(&support::jsonpath(
+        env,
         ns,
-        "-o",
-        "jsonpath={.status}",
-    ]))
+        "sm/employee-analysis",
+        "{.status}",
+    ))
     .unwrap();
     assert_eq!(status["revision"], 1);
     let committed = revision_snapshot(ns, "employee-analysis-r1");

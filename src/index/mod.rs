@@ -1,6 +1,6 @@
 //! Synchronous indexes over the model cache, fed by the model watch (applies and deletes):
 //! source (namespace, catalog, type, native id) -> datasets, and home (namespace, catalog,
-//! schema) -> models. They hold keys only; the models themselves stay in the reflector store,
+//! schema) -> models, all and by model name. They hold keys only; the models themselves stay in the reflector store,
 //! and every hit is re-checked against the cached object when it is read.
 
 pub mod revisions;
