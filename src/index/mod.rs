@@ -1,7 +1,7 @@
 //! Synchronous indexes over the model cache, fed by the model watch (applies and deletes):
 //! source (namespace, catalog, type, native id) -> datasets, and home (namespace, catalog,
-//! schema) -> models, all and by model name. They hold keys only; the models themselves stay in the reflector store,
-//! and every hit is re-checked against the cached object when it is read.
+//! schema) -> models, all and by model name. They hold keys only; the models themselves stay
+//! in the reflector store, and every hit is re-checked against the cached object when read.
 
 pub mod revisions;
 
