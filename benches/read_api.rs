@@ -1,7 +1,8 @@
 //! Read-API benchmark (not a test): 10,000 accepted models (5 datasets, 10 metrics each) held
 //! in a reflector store and the read API's index, in process (catalog probe excluded). Source
 //! lookup and metric discovery through the index, beside the list-everything-and-filter
-//! baseline, in the same run; plus the memory the cache and index take.
+//! baseline, in the same run; the name-claim query every model event asks; plus the memory the
+//! cache and index take.
 //! Run: `cargo bench --bench read_api` (prints a Markdown table for BENCHMARKS.md).
 
 use std::sync::Arc;
@@ -228,6 +229,39 @@ fn main() {
         }
         percentiles(samples)
     };
+    // What every model event and model reconcile asks the cache (the name-conflict verdict and
+    // the trigger that requeues rivals): one pass over all cached models.
+    let stores = semops::stores::Stores {
+        models: store.clone(),
+        catalogs: reflector::store::<semops::crd::Catalog>().0,
+        policies: reflector::store::<semops::crd::ReconcilePolicy>().0,
+        claims: Default::default(),
+    };
+    for m in store.state() {
+        stores.claims.apply(&m);
+    }
+    let claims = measure(|q| {
+        let name = format!("model_{}", q % MODELS);
+        let schema = format!("s{}", q % MODELS % SCHEMAS);
+        stores
+            .models_claiming("bench", "analytics", &schema, &[name.as_str()])
+            .len()
+    });
+    assert_eq!(claims.2, 1, "each name is claimed by its model");
+    // The same question answered by one pass over the cache (before the claim index).
+    let claims_scan = measure(|q| {
+        let name = format!("model_{}", q % MODELS);
+        let schema = format!("s{}", q % MODELS % SCHEMAS);
+        store
+            .state_filter(|m| {
+                m.spec.catalog == "analytics"
+                    && m.spec.schema == schema
+                    && m.model_name() == name
+                    && m.metadata.namespace.as_deref() == Some("bench")
+            })
+            .len()
+    });
+    assert_eq!(claims_scan.2, 1, "each name is claimed by its model");
     assert_eq!(lookup_i.2, lookup_s.2, "index and scan agree");
     assert_eq!(disc_i.2, disc_s.2, "index and scan agree");
 
@@ -254,6 +288,19 @@ fn main() {
         us(client_side.1),
         client_side.1.as_secs_f64() / lookup_i.1.as_secs_f64(),
         client_side.0.as_secs_f64() / lookup_i.0.as_secs_f64()
+    );
+    println!(
+        "| name claims of one model (`Stores::models_claiming`, asked per model event and reconcile), claim index | {} | {} | {} | {:.0}x |",
+        us(claims.0),
+        us(claims.1),
+        claims.2,
+        claims_scan.1.as_secs_f64() / claims.1.as_secs_f64()
+    );
+    println!(
+        "| the same by one pass over the cache (before) | {} | {} | {} | - |",
+        us(claims_scan.0),
+        us(claims_scan.1),
+        claims_scan.2
     );
     println!();
     println!(

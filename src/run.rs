@@ -22,6 +22,7 @@ use crate::catalog::registry::{Registry, registry_key};
 use crate::controller::{self, Context, Triggers, catalog, policy, semantic_model};
 use crate::crd::{Catalog, ReconcilePolicy, SemanticModel};
 use crate::index::ModelIndex;
+use crate::index::claims::ClaimIndex;
 use crate::leader::{Elector, LeaderHandle, LeaseTimings};
 use crate::policy::OperatorDefaults;
 use crate::policy::schedule::Trigger;
@@ -70,14 +71,30 @@ pub struct RunConfig {
     pub allowed_catalog_hosts: crate::catalog::egress::HostAllowList,
 }
 
-/// Keeps the read API's index in step with the model watch, relists included.
-fn feed_index(index: &ModelIndex, event: &Event<SemanticModel>) {
+/// Keeps the read API's index and the claim index in step with the model watch, relists
+/// included.
+fn feed_indexes(index: &ModelIndex, claims: &ClaimIndex, event: &Event<SemanticModel>) {
     match event {
-        Event::Init => index.begin_relist(),
-        Event::InitApply(m) => index.apply_listed(m),
-        Event::InitDone => index.end_relist(),
-        Event::Apply(m) => index.apply(m),
-        Event::Delete(m) => index.delete(m),
+        Event::Init => {
+            index.begin_relist();
+            claims.begin_relist();
+        }
+        Event::InitApply(m) => {
+            index.apply_listed(m);
+            claims.apply_listed(m);
+        }
+        Event::InitDone => {
+            index.end_relist();
+            claims.end_relist();
+        }
+        Event::Apply(m) => {
+            index.apply(m);
+            claims.apply(m);
+        }
+        Event::Delete(m) => {
+            index.delete(m);
+            claims.delete(m);
+        }
     }
 }
 
@@ -177,6 +194,7 @@ pub async fn run(
         models: models.clone(),
         catalogs: catalogs.clone(),
         policies: policies.clone(),
+        claims: Default::default(),
     };
     let models_sub = models_writer.subscribe().expect("shared store");
     let catalogs_sub = catalogs_writer.subscribe().expect("shared store");
@@ -200,7 +218,7 @@ pub async fn run(
         stale_caches.models.restart_signal(),
         metrics.clone(),
         move |e| {
-            feed_index(&idx, e);
+            feed_indexes(&idx, &s.claims, e);
             t.on_model(e, &s)
         },
     ));

@@ -4,9 +4,10 @@
 use std::sync::Arc;
 
 use kube::api::ObjectMeta;
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::crd::{Catalog, ReconcilePolicy, SemanticModel};
+use crate::index::claims::ClaimIndex;
 
 /// The annotation `kubectl apply` (and Argo CD's client-side apply) writes: the whole applied
 /// object again, as JSON text.
@@ -33,11 +34,21 @@ pub fn compact<K: Clone>(object: &mut K) {
     *object = object.clone();
 }
 
+/// Whether `m` lives in `ns` and claims one of `names` in `catalog`.`schema`.
+fn claims_one_of(m: &SemanticModel, ns: &str, catalog: &str, schema: &str, names: &[&str]) -> bool {
+    m.spec.catalog == catalog
+        && m.spec.schema == schema
+        && names.contains(&m.model_name())
+        && m.metadata.namespace.as_deref() == Some(ns)
+}
+
 #[derive(Clone)]
 pub struct Stores {
     pub models: Store<SemanticModel>,
     pub catalogs: Store<Catalog>,
     pub policies: Store<ReconcilePolicy>,
+    /// Who claims each model name, fed by the same model watch (after the store has the event).
+    pub claims: Arc<ClaimIndex>,
 }
 
 impl Stores {
@@ -45,9 +56,9 @@ impl Stores {
         self.models
             .state_filter(|m| m.metadata.namespace.as_deref() == Some(ns))
     }
-    /// The models of `ns` that claim one of `names` in `catalog`.`schema`, found by one pass
-    /// over the cache that copies only them (every model event and reconcile asks this; copying
-    /// the whole namespace each time made a cold start at 10,000 models quadratic).
+    /// The models of `ns` that claim one of `names` in `catalog`.`schema`: looked up in the
+    /// claim index, then re-checked against the cached objects (every model event and reconcile
+    /// asks this; a pass over the cache each time made a cold start quadratic in the model count).
     pub fn models_claiming(
         &self,
         ns: &str,
@@ -55,12 +66,17 @@ impl Stores {
         schema: &str,
         names: &[&str],
     ) -> Vec<Arc<SemanticModel>> {
-        self.models.state_filter(|m| {
-            m.spec.catalog == catalog
-                && m.spec.schema == schema
-                && names.contains(&m.model_name())
-                && m.metadata.namespace.as_deref() == Some(ns)
-        })
+        let mut objects: Vec<String> = names
+            .iter()
+            .flat_map(|name| self.claims.claimants(ns, catalog, schema, name))
+            .collect();
+        objects.sort_unstable();
+        objects.dedup();
+        objects
+            .iter()
+            .filter_map(|o| self.models.get(&ObjectRef::new(o).within(ns)))
+            .filter(|m| claims_one_of(m, ns, catalog, schema, names))
+            .collect()
     }
     pub fn catalogs_in(&self, ns: &str) -> Vec<Arc<Catalog>> {
         self.catalogs
@@ -75,6 +91,7 @@ impl Stores {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::ResourceExt;
 
     fn meta(annotations: &[(&str, &str)]) -> ObjectMeta {
         ObjectMeta {
@@ -86,6 +103,113 @@ mod tests {
             }),
             managed_fields: Some(vec![Default::default()]),
             ..Default::default()
+        }
+    }
+
+    #[derive(Clone, Debug)]
+    enum Step {
+        /// Object `o{0}` in namespace `ns{1}`, schema `s{2}`, named `n{3}` (or after the object).
+        Apply(usize, usize, usize, Option<usize>),
+        Delete(usize, usize),
+        /// A watch gap: the object changed and the other deleted are seen only by the relist.
+        Relist(
+            Option<(usize, usize, usize, Option<usize>)>,
+            Option<(usize, usize)>,
+        ),
+    }
+
+    fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+        use proptest::prelude::*;
+        prop_oneof![
+            5 => (0..5usize, 0..2usize, 0..2usize, prop::option::of(0..3usize))
+                .prop_map(|(o, ns, s, n)| Step::Apply(o, ns, s, n)),
+            2 => (0..5usize, 0..2usize).prop_map(|(o, ns)| Step::Delete(o, ns)),
+            1 => (
+                prop::option::of((0..5usize, 0..2usize, 0..2usize, prop::option::of(0..3usize))),
+                prop::option::of((0..5usize, 0..2usize)),
+            )
+                .prop_map(|(changed, deleted)| Step::Relist(changed, deleted)),
+        ]
+    }
+
+    fn claimant(o: usize, ns: usize, schema: usize, name: Option<usize>) -> SemanticModel {
+        let mut spec: crate::crd::SemanticModelSpec = serde_json::from_value(serde_json::json!({
+            "catalog": "c", "schema": format!("s{schema}"),
+            "definition": {"datasets": [{"name": "d", "source": "c.s.t"}]}
+        }))
+        .unwrap();
+        spec.name = name.map(|n| format!("n{n}"));
+        let mut m = SemanticModel::new(&format!("o{o}"), spec);
+        m.metadata.namespace = Some(format!("ns{ns}"));
+        m
+    }
+
+    proptest::proptest! {
+        /// Whatever order of applies (renames, moves between schemas), deletes and relists,
+        /// the claim index answers what one pass over the cache answers.
+        #[test]
+        fn name_claims_from_the_index_equal_a_pass_over_the_cache(steps in proptest::collection::vec(step(), 1..40)) {
+            use kube::runtime::reflector;
+            use kube::runtime::watcher::Event;
+            let (models, mut writer) = reflector::store::<SemanticModel>();
+            let stores = Stores {
+                models: models.clone(),
+                catalogs: reflector::store().0,
+                policies: reflector::store().0,
+                claims: Default::default(),
+            };
+            let mut live: std::collections::BTreeMap<(usize, usize), SemanticModel> = Default::default();
+            for s in &steps {
+                let events = match s {
+                    Step::Apply(o, ns, schema, name) => {
+                        let m = claimant(*o, *ns, *schema, *name);
+                        live.insert((*o, *ns), m.clone());
+                        vec![Event::Apply(m)]
+                    }
+                    Step::Delete(o, ns) => live.remove(&(*o, *ns)).map(Event::Delete).into_iter().collect(),
+                    Step::Relist(changed, deleted) => {
+                        if let Some((o, ns, schema, name)) = *changed {
+                            live.insert((o, ns), claimant(o, ns, schema, name));
+                        }
+                        if let Some(gone) = deleted {
+                            live.remove(gone);
+                        }
+                        std::iter::once(Event::Init)
+                            .chain(live.values().cloned().map(Event::InitApply))
+                            .chain([Event::InitDone])
+                            .collect()
+                    }
+                };
+                for e in events {
+                    writer.apply_watcher_event(&e);
+                    match &e {
+                        Event::Init => stores.claims.begin_relist(),
+                        Event::InitApply(m) => stores.claims.apply_listed(m),
+                        Event::InitDone => stores.claims.end_relist(),
+                        Event::Apply(m) => stores.claims.apply(m),
+                        Event::Delete(m) => stores.claims.delete(m),
+                    }
+                }
+                for ns in ["ns0", "ns1"] {
+                    for schema in ["s0", "s1"] {
+                        for names in [&["n0"][..], &["n1", "o2"], &["o0", "o1", "n2"], &["o3", "o4"]] {
+                            let mut got: Vec<String> = stores
+                                .models_claiming(ns, "c", schema, names)
+                                .iter()
+                                .map(|m| m.name_any())
+                                .collect();
+                            got.sort();
+                            let mut want: Vec<String> = models
+                                .state_filter(|m| claims_one_of(m, ns, "c", schema, names))
+                                .iter()
+                                .map(|m| m.name_any())
+                                .collect();
+                            want.sort();
+                            proptest::prop_assert_eq!(got, want, "{} {} {:?}", ns, schema, names);
+                        }
+                    }
+                }
+            }
         }
     }
 

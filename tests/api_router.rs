@@ -145,6 +145,7 @@ impl World {
             models,
             catalogs,
             policies,
+            claims: Default::default(),
         };
         let leader = if self.leading {
             LeaderHandle::always()
