@@ -6,7 +6,6 @@
 //! Holds names only; callers re-check each hit against the cached object.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Mutex, RwLock};
 
 use kube::ResourceExt;
 
@@ -16,7 +15,7 @@ use crate::crd::SemanticModel;
 type Claim = (String, String, String, String);
 
 #[derive(Default)]
-struct Map {
+pub struct Map {
     claimants: HashMap<Claim, BTreeSet<String>>,
     /// The claim each model object holds, so an update or delete removes exactly that.
     held: HashMap<(String, String), Claim>,
@@ -55,49 +54,32 @@ impl Map {
 /// The claims of all cached models, fed by the model watch like [`super::ModelIndex`].
 #[derive(Default)]
 pub struct ClaimIndex {
-    live: RwLock<Map>,
-    /// During a relist, the map being rebuilt; swapped in at its end (objects deleted during a
-    /// watch gap disappear with the old map).
-    rebuilding: Mutex<Option<Map>>,
+    maps: super::relisted::Relisted<Map>,
+}
+
+/// Feeding (`apply`, `delete`, relists) is the shared [`super::relisted::Relisted`]'s.
+impl std::ops::Deref for ClaimIndex {
+    type Target = super::relisted::Relisted<Map>;
+    fn deref(&self) -> &Self::Target {
+        &self.maps
+    }
+}
+
+impl super::relisted::ModelMap for Map {
+    fn record(&mut self, m: &SemanticModel) {
+        self.apply(m);
+    }
+    fn forget(&mut self, m: &SemanticModel) {
+        self.remove(&(m.namespace().unwrap_or_default(), m.name_any()));
+    }
 }
 
 impl ClaimIndex {
-    pub fn begin_relist(&self) {
-        *self.rebuilding.lock().expect("claims poisoned") = Some(Map::default());
-    }
-
-    pub fn end_relist(&self) {
-        if let Some(fresh) = self.rebuilding.lock().expect("claims poisoned").take() {
-            *self.live.write().expect("claims poisoned") = fresh;
-        }
-    }
-
-    /// Records an object listed during a relist.
-    pub fn apply_listed(&self, m: &SemanticModel) {
-        let mut rebuilding = self.rebuilding.lock().expect("claims poisoned");
-        match rebuilding.as_mut() {
-            Some(fresh) => fresh.apply(m),
-            None => self.live.write().expect("claims poisoned").apply(m),
-        }
-    }
-
-    pub fn apply(&self, m: &SemanticModel) {
-        self.live.write().expect("claims poisoned").apply(m);
-    }
-
-    pub fn delete(&self, m: &SemanticModel) {
-        self.live
-            .write()
-            .expect("claims poisoned")
-            .remove(&(m.namespace().unwrap_or_default(), m.name_any()));
-    }
-
     /// Object names of the models of `ns` that claim `name` in `catalog`.`schema`.
     pub fn claimants(&self, ns: &str, catalog: &str, schema: &str, name: &str) -> Vec<String> {
         let claim = (ns.into(), catalog.into(), schema.into(), name.into());
-        self.live
+        self.maps
             .read()
-            .expect("claims poisoned")
             .claimants
             .get(&claim)
             .map(|set| set.iter().cloned().collect())

@@ -4,10 +4,11 @@
 //! in the reflector store, and every hit is re-checked against the cached object when read.
 
 pub mod claims;
+mod relisted;
 pub mod revisions;
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
@@ -38,7 +39,7 @@ type ModelRef = ObjectRef<SemanticModel>;
 /// holds it: at 10,000 models with five bindings each, copies made the index ~1.7 KiB per model
 /// (`cargo bench --bench memory`).
 #[derive(Default)]
-struct Inner {
+pub struct Inner {
     by_source: HashMap<Arc<SourceKey>, BTreeSet<(Arc<str>, String)>>, // (model object name, dataset)
     by_home: HashMap<Arc<HomeKey>, HomeModels>,
     /// What each model contributed, so an update or delete removes exactly that.
@@ -66,10 +67,7 @@ fn interned<K: Eq + std::hash::Hash, V>(map: &HashMap<Arc<K>, V>, key: K) -> Arc
 /// The read API's indexes.
 #[derive(Default)]
 pub struct ModelIndex {
-    inner: RwLock<Inner>,
-    /// During a relist, the index being rebuilt; swapped in at the end so a reader never sees
-    /// a half-built index (and objects deleted during a watch gap disappear).
-    rebuilding: std::sync::Mutex<Option<Inner>>,
+    maps: relisted::Relisted<Inner>,
 }
 
 /// Whether a model is served by any API: it has an accepted revision and does not lose a name
@@ -83,38 +81,20 @@ pub fn is_visible(m: &SemanticModel) -> bool {
             .is_none_or(|c| c.reason != Reason::NAME_CONFLICT.as_str())
 }
 
-impl ModelIndex {
-    /// A relist starts: following applies build a fresh index.
-    pub fn begin_relist(&self) {
-        *self.rebuilding.lock().expect("index poisoned") = Some(Inner::default());
+/// Feeding (`apply`, `delete`, relists) is the shared [`relisted::Relisted`]'s.
+impl std::ops::Deref for ModelIndex {
+    type Target = relisted::Relisted<Inner>;
+    fn deref(&self) -> &Self::Target {
+        &self.maps
     }
+}
 
-    /// A relist ends: the rebuilt index replaces the live one.
-    pub fn end_relist(&self) {
-        if let Some(fresh) = self.rebuilding.lock().expect("index poisoned").take() {
-            *self.inner.write().expect("index poisoned") = fresh;
-        }
+impl relisted::ModelMap for Inner {
+    fn record(&mut self, m: &SemanticModel) {
+        self.apply(m);
     }
-
-    /// Records an object listed during a relist.
-    pub fn apply_listed(&self, m: &SemanticModel) {
-        let mut rebuilding = self.rebuilding.lock().expect("index poisoned");
-        match rebuilding.as_mut() {
-            Some(fresh) => fresh.apply(m),
-            None => self.inner.write().expect("index poisoned").apply(m),
-        }
-    }
-
-    /// Records (or replaces) what `m` contributes.
-    pub fn apply(&self, m: &SemanticModel) {
-        self.inner.write().expect("index poisoned").apply(m);
-    }
-
-    pub fn delete(&self, m: &SemanticModel) {
-        self.inner
-            .write()
-            .expect("index poisoned")
-            .remove(&m.namespace().unwrap_or_default(), &m.name_any());
+    fn forget(&mut self, m: &SemanticModel) {
+        self.remove(&m.namespace().unwrap_or_default(), &m.name_any());
     }
 }
 
@@ -171,7 +151,7 @@ impl Inner {
 impl ModelIndex {
     /// (model, dataset) pairs bound to a source.
     pub fn datasets_of(&self, key: &SourceKey) -> Vec<(ModelRef, String)> {
-        let inner = self.inner.read().expect("index poisoned");
+        let inner = self.maps.read();
         inner
             .by_source
             .get(key)
@@ -185,7 +165,7 @@ impl ModelIndex {
 
     /// Models whose home is the schema.
     pub fn models_in(&self, key: &HomeKey) -> Vec<ModelRef> {
-        let inner = self.inner.read().expect("index poisoned");
+        let inner = self.maps.read();
         inner
             .by_home
             .get(key)
@@ -201,7 +181,7 @@ impl ModelIndex {
     /// Models whose home is the schema and whose model name is `name` (more than one only
     /// while a name conflict lasts).
     pub fn models_named(&self, key: &HomeKey, name: &str) -> Vec<ModelRef> {
-        let inner = self.inner.read().expect("index poisoned");
+        let inner = self.maps.read();
         inner
             .by_home
             .get(key)
@@ -216,7 +196,7 @@ impl ModelIndex {
 
     /// Entries held, for the index-size metric.
     pub fn sizes(&self) -> (usize, usize) {
-        let inner = self.inner.read().expect("index poisoned");
+        let inner = self.maps.read();
         (
             inner.by_source.values().map(BTreeSet::len).sum(),
             inner.by_home.values().map(|h| h.objects.len()).sum(),
@@ -394,7 +374,7 @@ mod tests {
     /// The index's content as plain values, sorted; checks on the way that every key a model
     /// contributed is the very copy the maps hold (interned, not duplicated).
     fn snapshot(idx: &ModelIndex) -> Snapshot {
-        let inner = idx.inner.read().unwrap();
+        let inner = idx.maps.read();
         for (sources, home) in inner.contributed.values() {
             for s in sources {
                 let (held, _) = inner
