@@ -59,6 +59,8 @@ impl Stores {
     /// The models of `ns` that claim one of `names` in `catalog`.`schema`: looked up in the
     /// claim index, then re-checked against the cached objects (every model event and reconcile
     /// asks this; a pass over the cache each time made a cold start quadratic in the model count).
+    /// The index learns of an event just after the store: a claim it has not seen yet is met by
+    /// the requeue the same event's trigger sends to every claimant once it has.
     pub fn models_claiming(
         &self,
         ns: &str,
