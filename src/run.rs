@@ -22,7 +22,6 @@ use crate::catalog::registry::{Registry, registry_key};
 use crate::controller::{self, Context, Triggers, catalog, policy, semantic_model};
 use crate::crd::{Catalog, ReconcilePolicy, SemanticModel};
 use crate::index::ModelIndex;
-use crate::index::claims::ClaimIndex;
 use crate::leader::{Elector, LeaderHandle, LeaseTimings};
 use crate::policy::OperatorDefaults;
 use crate::policy::schedule::Trigger;
@@ -69,33 +68,6 @@ pub struct RunConfig {
     pub lineage: crate::api::lineage::LineageSettings,
     /// Where Catalog connections may go (empty: anywhere).
     pub allowed_catalog_hosts: crate::catalog::egress::HostAllowList,
-}
-
-/// Keeps the read API's index and the claim index in step with the model watch, relists
-/// included.
-fn feed_indexes(index: &ModelIndex, claims: &ClaimIndex, event: &Event<SemanticModel>) {
-    match event {
-        Event::Init => {
-            index.begin_relist();
-            claims.begin_relist();
-        }
-        Event::InitApply(m) => {
-            index.apply_listed(m);
-            claims.apply_listed(m);
-        }
-        Event::InitDone => {
-            index.end_relist();
-            claims.end_relist();
-        }
-        Event::Apply(m) => {
-            index.apply(m);
-            claims.apply(m);
-        }
-        Event::Delete(m) => {
-            index.delete(m);
-            claims.delete(m);
-        }
-    }
 }
 
 /// Subscriber buffer of each shared cache; the reflector waits when a controller lags this far.
@@ -218,7 +190,9 @@ pub async fn run(
         stale_caches.models.restart_signal(),
         metrics.clone(),
         move |e| {
-            feed_indexes(&idx, &s.claims, e);
+            // Both indexes follow the watch after the store (see `Stores::models_claiming`).
+            idx.feed(e);
+            s.claims.feed(e);
             t.on_model(e, &s)
         },
     ));

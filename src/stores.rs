@@ -184,13 +184,7 @@ mod tests {
                 };
                 for e in events {
                     writer.apply_watcher_event(&e);
-                    match &e {
-                        Event::Init => stores.claims.begin_relist(),
-                        Event::InitApply(m) => stores.claims.apply_listed(m),
-                        Event::InitDone => stores.claims.end_relist(),
-                        Event::Apply(m) => stores.claims.apply(m),
-                        Event::Delete(m) => stores.claims.delete(m),
-                    }
+                    stores.claims.feed(&e);
                 }
                 for ns in ["ns0", "ns1"] {
                     for schema in ["s0", "s1"] {

@@ -1,7 +1,7 @@
 //! Which models claim each model name: (namespace, catalog, schema, model name) -> model object
 //! names, for every cached model, accepted or not. The name-conflict verdict and the trigger
 //! that requeues rivals ask this once per model event and reconcile; a pass over the cache to
-//! answer it took 215 µs at 10,000 models (`cargo bench --bench read_api`), four to five times
+//! answer it took 222 µs (p50) at 10,000 models (`cargo bench --bench read_api`), four to five times
 //! per model during a cold start, so the bring-up grew with the square of the model count.
 //! Holds names only; callers re-check each hit against the cached object.
 

@@ -2,6 +2,8 @@
 
 use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use kube::runtime::watcher::Event;
+
 use crate::crd::SemanticModel;
 
 /// What a map keeps of each model.
@@ -49,6 +51,17 @@ impl<M: ModelMap> Relisted<M> {
 
     pub fn delete(&self, m: &SemanticModel) {
         self.write().forget(m);
+    }
+
+    /// Follows one event of the model watch.
+    pub fn feed(&self, event: &Event<SemanticModel>) {
+        match event {
+            Event::Init => self.begin_relist(),
+            Event::InitApply(m) => self.apply_listed(m),
+            Event::InitDone => self.end_relist(),
+            Event::Apply(m) => self.apply(m),
+            Event::Delete(m) => self.delete(m),
+        }
     }
 
     pub(super) fn read(&self) -> RwLockReadGuard<'_, M> {
