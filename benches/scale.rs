@@ -401,6 +401,11 @@ async fn run_scale(n: usize, rows: &mut Vec<Row>) {
     let (_, cpu_bringup) = proc_stats(op.pid());
     // Writes per model: every write request the operator sent, from its own counter.
     let bringup = writes(&op);
+    // Reads that are not watches: each acceptance needs the Catalog's Secret.
+    let secret_gets = op.metric(
+        "rest_client_requests_total",
+        &["method=\"GET\"", "resource=\"secrets\""],
+    );
     let revisions: Api<ControllerRevision> = Api::namespaced(client.clone(), &ns.name);
     let revision_count = revisions
         .list_metadata(&ListParams::default())
@@ -558,6 +563,10 @@ async fn run_scale(n: usize, rows: &mut Vec<Row>) {
             bringup.conflicts,
             bringup.deletes
         ),
+    ));
+    rows.push(Row(
+        label("Secret GETs per model during bring-up (concurrent acceptances share one)"),
+        format!("{:.3} ({secret_gets} in all)", per(secret_gets)),
     ));
     rows.push(Row(
         label("operator peak RSS during bring-up / RSS at steady state"),

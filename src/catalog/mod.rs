@@ -4,6 +4,7 @@
 
 pub mod credentials;
 pub mod egress;
+pub mod fresh_reads;
 pub mod iceberg;
 pub mod kafka;
 pub mod mysql;

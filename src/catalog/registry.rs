@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, ResourceExt};
 
 use super::egress::HostAllowList;
+use super::fresh_reads::FreshReads;
 use super::iceberg::{IcebergProvider, IcebergSettings, OAuth2};
 use super::kafka::KafkaProvider;
 use super::mysql::MysqlProvider;
@@ -267,30 +268,38 @@ fn fingerprint(provider: Provider, s: &ConnectionSettings) -> u64 {
 }
 
 /// Pools by Catalog key (`namespace/name`), and where connections may go.
-#[derive(Default)]
 pub struct Registry {
     pools: Mutex<HashMap<String, (u64, Arc<AnyProvider>)>>,
     allowed_hosts: HostAllowList,
-    /// Secrets the read API's requests read, reused for [`SECRET_REUSE`]: a flood of lookups
-    /// costs one Secret GET per Secret per interval, not one per request.
-    read_secrets: Mutex<HashMap<(String, String), ReadSecret>>,
+    /// Secrets by (namespace, name), None when absent. Concurrent reads share one GET that
+    /// began after they asked; the read API also reuses one for [`SECRET_REUSE`], so a flood of
+    /// lookups costs one Secret GET per Secret per interval, not one per request.
+    secrets: FreshReads<(String, String), Option<Secret>>,
 }
 
-/// A Secret as read for the read API (None: it did not exist), and when.
-type ReadSecret = (std::time::Instant, Option<Secret>);
-
-/// How long a Secret read for the read API is reused (controllers always read afresh).
+/// How long a Secret read for the read API is reused (controllers read afresh).
 pub const SECRET_REUSE: std::time::Duration = std::time::Duration::from_secs(10);
-/// Secrets kept for the read API; the map is cleared when full.
+/// Secrets kept; past it, those no read is waiting for are dropped.
 const SECRETS_KEPT: usize = 1000;
 
 /// Whether a Secret may come from the read API's short cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SecretReads {
-    /// Always a GET (controllers: a rotation is seen at the next reconcile).
+    /// From a GET that began after the read was asked (controllers: a rotation is seen at the
+    /// next reconcile); concurrent reads share it.
     Fresh,
     /// A GET at most every [`SECRET_REUSE`] per Secret (the read API).
     Reused,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self {
+            pools: Mutex::default(),
+            allowed_hosts: HostAllowList::default(),
+            secrets: FreshReads::new(SECRETS_KEPT),
+        }
+    }
 }
 
 impl Registry {
@@ -299,7 +308,7 @@ impl Registry {
         Self {
             pools: Mutex::default(),
             allowed_hosts: allowed,
-            read_secrets: Mutex::default(),
+            ..Self::default()
         }
     }
 
@@ -537,28 +546,14 @@ async fn opted_in(
     catalog: &str,
     keys: &[&str],
 ) -> Result<Option<Vec<String>>, kube::Error> {
-    let key = (ns.to_string(), name.to_string());
-    let reused = (reads == SecretReads::Reused)
-        .then(|| {
-            let kept = providers.read_secrets.lock().expect("registry poisoned");
-            kept.get(&key)
-                .filter(|(at, _)| at.elapsed() < SECRET_REUSE)
-                .map(|(_, s)| s.clone())
+    let max_age = (reads == SecretReads::Reused).then_some(SECRET_REUSE);
+    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let secret = providers
+        .secrets
+        .read((ns.to_string(), name.to_string()), max_age, || {
+            api.get_opt(name)
         })
-        .flatten();
-    let secret = match reused {
-        Some(s) => s,
-        None => {
-            let api: Api<Secret> = Api::namespaced(client.clone(), ns);
-            let s = api.get_opt(name).await?;
-            let mut kept = providers.read_secrets.lock().expect("registry poisoned");
-            if kept.len() >= SECRETS_KEPT {
-                kept.clear();
-            }
-            kept.insert(key, (std::time::Instant::now(), s.clone()));
-            s
-        }
-    };
+        .await?;
     Ok(secret
         .filter(|s| secrets::serves(s, catalog))
         .and_then(|s| secrets::values(&s.data.clone().unwrap_or_default(), keys)))
