@@ -186,6 +186,12 @@ mod tests {
                     writer.apply_watcher_event(&e);
                     stores.claims.feed(&e);
                 }
+                // Exactly the live models, each claim's strings held once, nothing emptied left.
+                let scopes: std::collections::BTreeSet<(String, String)> = live
+                    .values()
+                    .map(|m| (m.namespace().unwrap_or_default(), m.spec.schema.clone()))
+                    .collect();
+                proptest::prop_assert_eq!(stores.claims.held(), Ok((live.len(), scopes.len())));
                 for ns in ["ns0", "ns1"] {
                     for schema in ["s0", "s1"] {
                         for names in [&["n0"][..], &["n1", "o2"], &["o0", "o1", "n2"], &["o3", "o4"]] {
