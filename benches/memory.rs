@@ -109,6 +109,14 @@ fn main() {
     let after = live();
     let index_bytes = (after.0 - before.0) as f64 / MODELS as f64;
     let index_blocks = (after.1 - before.1) as f64 / MODELS as f64;
+    let claims = semops::index::claims::ClaimIndex::default();
+    let before = live();
+    for m in &models {
+        claims.apply(m);
+    }
+    let after = live();
+    let claim_bytes = (after.0 - before.0) as f64 / MODELS as f64;
+    let claim_blocks = (after.1 - before.1) as f64 / MODELS as f64;
 
     println!("| {MODELS} models, per model | heap bytes | allocations |");
     println!("| --- | --- | --- |");
@@ -124,6 +132,9 @@ fn main() {
     println!("| of the compacted: status | {status:.0} | {status_blocks:.1} |");
     println!(
         "| the read API's index (source and home keys) | {index_bytes:.0} | {index_blocks:.1} |"
+    );
+    println!(
+        "| the claim index (who claims each model name) | {claim_bytes:.0} | {claim_blocks:.1} |"
     );
     println!(
         "| spare capacity decoding left (decoded - compacted) | {:.0} ({:.0}%) | - |",
