@@ -2,11 +2,11 @@
 //! command line lives in `semops::cli`.
 #![forbid(unsafe_code)]
 
-/// mimalloc, not glibc's malloc: glibc keeps the pages freed after the bring-up peak (the first
-/// list of every model, a burst of acceptances) in per-thread arenas for good, so the operator's
-/// RSS stayed at its peak; mimalloc returns freed pages to the system (docs/architecture.md).
+/// jemalloc, not glibc's malloc: glibc kept the pages freed after the bring-up peak in its
+/// per-thread arenas, so the operator's RSS stayed at its peak, and gave every small block a header;
+/// jemalloc's background thread returns freed pages (docs/architecture.md has the measurements).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> std::process::ExitCode {
     semops::cli::main()
