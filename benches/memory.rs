@@ -101,22 +101,20 @@ fn main() {
         m
     });
     let inline = std::mem::size_of::<SemanticModel>() as f64;
+    // Heap an index grows by per model, fed every model (the index stays alive meanwhile).
+    let grown_by = |apply: &dyn Fn(&SemanticModel)| {
+        let before = live();
+        models.iter().for_each(apply);
+        let after = live();
+        (
+            (after.0 - before.0) as f64 / MODELS as f64,
+            (after.1 - before.1) as f64 / MODELS as f64,
+        )
+    };
     let index = semops::index::ModelIndex::default();
-    let before = live();
-    for m in &models {
-        index.apply(m);
-    }
-    let after = live();
-    let index_bytes = (after.0 - before.0) as f64 / MODELS as f64;
-    let index_blocks = (after.1 - before.1) as f64 / MODELS as f64;
+    let (index_bytes, index_blocks) = grown_by(&|m| index.apply(m));
     let claims = semops::index::claims::ClaimIndex::default();
-    let before = live();
-    for m in &models {
-        claims.apply(m);
-    }
-    let after = live();
-    let claim_bytes = (after.0 - before.0) as f64 / MODELS as f64;
-    let claim_blocks = (after.1 - before.1) as f64 / MODELS as f64;
+    let (claim_bytes, claim_blocks) = grown_by(&|m| claims.apply(m));
 
     println!("| {MODELS} models, per model | heap bytes | allocations |");
     println!("| --- | --- | --- |");
