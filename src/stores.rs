@@ -68,13 +68,8 @@ impl Stores {
         schema: &str,
         names: &[&str],
     ) -> Vec<Arc<SemanticModel>> {
-        let mut objects: Vec<String> = names
-            .iter()
-            .flat_map(|name| self.claims.claimants(ns, catalog, schema, name))
-            .collect();
-        objects.sort_unstable();
-        objects.dedup();
-        objects
+        self.claims
+            .claimants(ns, catalog, schema, names)
             .iter()
             .filter_map(|o| self.models.get(&ObjectRef::new(o).within(ns)))
             .filter(|m| claims_one_of(m, ns, catalog, schema, names))

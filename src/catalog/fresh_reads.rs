@@ -100,12 +100,9 @@ impl<K: Hash + Eq + Clone, V: Clone> FreshReads<K, V> {
     }
 
     /// Keys kept now.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.slots.lock().expect("fresh-reads map poisoned").len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

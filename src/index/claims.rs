@@ -102,16 +102,20 @@ impl super::relisted::ModelMap for Map {
 }
 
 impl ClaimIndex {
-    /// Object names of the models of `ns` that claim `name` in `catalog`.`schema`.
-    pub fn claimants(&self, ns: &str, catalog: &str, schema: &str, name: &str) -> Vec<String> {
+    /// Object names (sorted, each once) of the models of `ns` that claim one of `names` in
+    /// `catalog`.`schema`.
+    pub fn claimants(&self, ns: &str, catalog: &str, schema: &str, names: &[&str]) -> Vec<String> {
         let scope = (ns.into(), catalog.into(), schema.into());
-        self.maps
-            .read()
-            .claims
-            .get(&scope)
-            .and_then(|names| names.get(name))
-            .map(|set| set.iter().map(|o| o.to_string()).collect())
-            .unwrap_or_default()
+        let map = self.maps.read();
+        let Some(claimed) = map.claims.get(&scope) else {
+            return vec![];
+        };
+        let objects: BTreeSet<&Arc<str>> = names
+            .iter()
+            .filter_map(|name| claimed.get(*name))
+            .flatten()
+            .collect();
+        objects.into_iter().map(|o| o.to_string()).collect()
     }
 }
 
