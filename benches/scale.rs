@@ -330,6 +330,16 @@ fn proc_stats(pid: u32) -> (u64, f64) {
     (rss, ticks / 100.0)
 }
 
+/// Anonymous memory (KiB) of a process's RSS: its heap and stacks, not its mapped code.
+fn anonymous_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Anonymous:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
 fn percentiles(mut v: Vec<Duration>) -> (Duration, Duration) {
     v.sort();
     let p = |q: f64| v[((v.len() as f64 - 1.0) * q).round() as usize];
@@ -423,6 +433,9 @@ async fn run_scale(n: usize, rows: &mut Vec<Row>) {
     let (_, cpu0) = proc_stats(op.pid());
     tokio::time::sleep(Duration::from_secs(60)).await;
     let (rss_steady, cpu1) = proc_stats(op.pid());
+    let anon_steady = anonymous_kib(op.pid());
+    let heap_live = op.metric("semops_heap_allocated_bytes", &[]) as u64 / 1024;
+    let heap_resident = op.metric("semops_heap_resident_bytes", &[]) as u64 / 1024;
     let after = writes(&op);
     let steady_writes = (after.all - after.leases) - (before.all - before.leases);
     let steady_leases = after.leases - before.leases;
@@ -571,6 +584,15 @@ async fn run_scale(n: usize, rows: &mut Vec<Row>) {
     rows.push(Row(
         label("operator peak RSS during bring-up / RSS at steady state"),
         format!("{} MiB / {} MiB", peak_rss / 1024, rss_steady / 1024),
+    ));
+    rows.push(Row(
+        label("at steady state: RSS that is anonymous memory / allocator resident / live heap"),
+        format!(
+            "{} / {} / {} MiB",
+            anon_steady / 1024,
+            heap_resident / 1024,
+            heap_live / 1024
+        ),
     ));
     rows.push(Row(
         label("operator CPU for the bring-up / at steady state"),

@@ -9,5 +9,16 @@
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> std::process::ExitCode {
+    semops::telemetry::set_heap_reader(jemalloc_stats);
     semops::cli::main()
+}
+
+/// jemalloc's counters as of now (`epoch` refreshes its cached statistics).
+fn jemalloc_stats() -> Option<semops::telemetry::HeapStats> {
+    use tikv_jemalloc_ctl::{epoch, stats};
+    epoch::advance().ok()?;
+    Some(semops::telemetry::HeapStats {
+        allocated: stats::allocated::read().ok()? as u64,
+        resident: stats::resident::read().ok()? as u64,
+    })
 }

@@ -230,6 +230,25 @@ pub struct Metrics {
     pub api: ApiMetrics,
     /// Layered into the kube clients: every request they send, by method, resource and code.
     pub requests: requests::CountRequests,
+    /// Live heap bytes and the bytes the allocator holds in RAM for them, read at each scrape
+    /// when the binary installed a reader (`set_heap_reader`); RSS minus these is code and stacks.
+    heap_allocated: Gauge,
+    heap_resident: Gauge,
+}
+
+/// What the global allocator reports: bytes live in allocations, bytes of RAM it holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeapStats {
+    pub allocated: u64,
+    pub resident: u64,
+}
+
+static HEAP_READER: std::sync::OnceLock<fn() -> Option<HeapStats>> = std::sync::OnceLock::new();
+
+/// Installs the reader of the global allocator's statistics (the binary owns the allocator; the
+/// library does not link one). A second call is ignored.
+pub fn set_heap_reader(read: fn() -> Option<HeapStats>) {
+    let _ = HEAP_READER.set(read);
 }
 
 impl Default for Metrics {
@@ -310,7 +329,23 @@ impl Default for Metrics {
             "Requests sent to the Kubernetes API server, by method, resource and status code",
             requests.family.clone(),
         );
+        let heap_allocated = Gauge::default();
+        let heap_resident = Gauge::default();
+        if HEAP_READER.get().is_some() {
+            registry.register(
+                "semops_heap_allocated_bytes",
+                "Bytes live in heap allocations (read from the allocator at each scrape)",
+                heap_allocated.clone(),
+            );
+            registry.register(
+                "semops_heap_resident_bytes",
+                "Bytes of RAM the allocator holds: live allocations, its metadata and pages not yet returned",
+                heap_resident.clone(),
+            );
+        }
         Self {
+            heap_allocated,
+            heap_resident,
             checks,
             api,
             requests,
@@ -379,6 +414,12 @@ impl Metrics {
     }
 
     pub fn encode(&self) -> String {
+        if let Some(stats) = HEAP_READER.get().and_then(|read| read()) {
+            self.heap_allocated
+                .set(i64::try_from(stats.allocated).unwrap_or(i64::MAX));
+            self.heap_resident
+                .set(i64::try_from(stats.resident).unwrap_or(i64::MAX));
+        }
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)
             .expect("writing to a String cannot fail");
@@ -412,6 +453,40 @@ pub fn init_logging(format: LogFormat) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn heap_gauges_are_read_from_the_installed_reader_at_each_scrape() {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static CALLS: AtomicU64 = AtomicU64::new(0);
+        set_heap_reader(|| {
+            let n = CALLS.fetch_add(1, Ordering::Relaxed) + 1;
+            Some(HeapStats {
+                allocated: 1000 * n,
+                resident: 3000 * n,
+            })
+        });
+        let m = Metrics::default();
+        // Other tests may scrape meanwhile (the reader is process-wide): compare, don't count.
+        let read = |text: &str, name: &str| -> u64 {
+            let line = text
+                .lines()
+                .find(|l| l.starts_with(name))
+                .unwrap_or_else(|| panic!("{name} missing: {text}"));
+            line.rsplit(' ').next().unwrap().parse().unwrap()
+        };
+        let first = m.encode();
+        let second = m.encode();
+        let (a1, r1) = (
+            read(&first, "semops_heap_allocated_bytes "),
+            read(&first, "semops_heap_resident_bytes "),
+        );
+        assert_eq!(r1, 3 * a1, "both gauges come from one reading: {first}");
+        assert!(a1 >= 1000, "{first}");
+        assert!(
+            read(&second, "semops_heap_allocated_bytes ") > a1,
+            "read again at each scrape: {second}"
+        );
+    }
 
     #[test]
     fn metric_names_match_controller_runtime() {
