@@ -15,7 +15,7 @@
 //!
 //! 6. with `SEMOPS_BENCH_LOAD=CLIENTS:SECONDS` (hack/bench --load): the read API under
 //!    concurrent load — requests/s, p50/p99, errors, CPU per 1,000 requests, peak RSS and how many
-//!    live probes the lookups cost (single flight) — once with a new connection per request, once
+//!    live probes the lookups cost (single flight) and the catalog queries they went out in — once with a new connection per request, once
 //!    with connections kept open;
 //!
 //! and once per engine: a stale round over 10,000 registrations (two Catalogs of 5,000, the most
@@ -528,6 +528,7 @@ async fn run_scale(n: usize, rows: &mut Vec<Row>) {
         .flat_map(|(clients, secs)| [(clients, secs, false), (clients, secs, true)])
         .map(|(clients, secs, keep_alive)| {
             let probes_before = op.metric("semops_api_source_probes_total", &[]);
+            let batches_before = op.metric("semops_api_source_probe_batches_total", &[]);
             let result = run_load(&op, &token, &ns.name, n, clients, secs, keep_alive);
             (
                 clients,
@@ -535,6 +536,7 @@ async fn run_scale(n: usize, rows: &mut Vec<Row>) {
                 keep_alive,
                 result,
                 op.metric("semops_api_source_probes_total", &[]) - probes_before,
+                op.metric("semops_api_source_probe_batches_total", &[]) - batches_before,
             )
         })
         .collect();
@@ -625,7 +627,7 @@ async fn run_scale(n: usize, rows: &mut Vec<Row>) {
             base_p50.as_secs_f64() / lookup_p50.as_secs_f64()
         ),
     ));
-    for (clients, secs, keep_alive, l, probes) in loads {
+    for (clients, secs, keep_alive, l, probes, batches) in loads {
         let total = l.latencies.len();
         let (p50, p99) = percentiles(l.latencies);
         let connections = if keep_alive {
@@ -644,13 +646,14 @@ async fn run_scale(n: usize, rows: &mut Vec<Row>) {
             ),
         ));
         rows.push(Row(
-            label("under that load: operator CPU per 1,000 requests / peak RSS / live probes per lookup (single flight)"),
+            label("under that load: operator CPU per 1,000 requests / peak RSS / live probes per lookup (single flight) / catalog queries per lookup (probes batched)"),
             format!(
-                "{:.2} CPU-s / {} MiB / {:.2} ({probes} probes for {} lookups)",
+                "{:.2} CPU-s / {} MiB / {:.2} ({probes} probes for {} lookups) / {:.2} ({batches} queries)",
                 l.cpu_seconds / total.max(1) as f64 * 1000.0,
                 l.peak_rss_kib / 1024,
                 probes / l.lookups.max(1) as f64,
-                l.lookups
+                l.lookups,
+                batches / l.lookups.max(1) as f64
             ),
         ));
     }

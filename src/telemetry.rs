@@ -157,6 +157,8 @@ pub struct ApiMetrics {
     pub index_entries: Family<IndexLabels, Gauge>,
     /// Live catalog probes sent for lookups, lineage and impact (concurrent ones share one).
     pub source_probes: Counter<u64, AtomicU64>,
+    /// Catalog queries those probes went out in (probes waiting for one catalog share one).
+    pub source_probe_batches: Counter<u64, AtomicU64>,
 }
 
 impl ApiMetrics {
@@ -169,6 +171,7 @@ impl ApiMetrics {
             lineage_in_flight: Gauge::default(),
             index_entries: Family::default(),
             source_probes: Counter::default(),
+            source_probe_batches: Counter::default(),
         };
         registry.register(
             "semops_api_requests",
@@ -194,6 +197,11 @@ impl ApiMetrics {
             "semops_api_source_probes",
             "Live catalog probes sent by the read API (concurrent lookups of one source share one)",
             m.source_probes.clone(),
+        );
+        registry.register(
+            "semops_api_source_probe_batches",
+            "Catalog queries the read API's live probes went out in (probes waiting for one catalog go together)",
+            m.source_probe_batches.clone(),
         );
         m
     }

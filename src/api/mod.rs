@@ -5,6 +5,7 @@
 pub mod aggregated;
 pub mod auth;
 pub mod checks;
+pub mod coalesce;
 pub mod error;
 pub mod explain;
 pub mod extract;
@@ -84,11 +85,39 @@ pub struct ApiState {
     pub probes: SourceProbes,
 }
 
-/// (provider instance, schema, name) -> the probe in flight.
-pub type SourceProbes = single_flight::SingleFlight<
-    (usize, String, String),
-    Result<Vec<crate::catalog::Probe>, crate::catalog::ProviderError>,
+/// The read API's live source probes: concurrent lookups of one source share one probe
+/// (single flight, keyed by provider instance, schema and name), and probes of different sources
+/// waiting for one catalog go out together in one batch (keyed by provider instance).
+pub struct SourceProbes {
+    pub flights: single_flight::SingleFlight<
+        (usize, String, String),
+        Result<Vec<crate::catalog::Probe>, crate::catalog::ProviderError>,
+    >,
+    pub batches: Arc<ProbeBatches>,
+}
+
+pub type ProbeBatches = coalesce::Coalescer<
+    usize,
+    crate::catalog::ProbeTarget,
+    crate::catalog::Probe,
+    crate::catalog::ProviderError,
 >;
+
+/// Most targets in one batch: DESIGN 5.3's default probe batch size.
+pub const PROBE_BATCH: usize = 200;
+
+impl Default for SourceProbes {
+    fn default() -> Self {
+        SourceProbes {
+            flights: Default::default(),
+            // As many batches at once as a catalog's pool has connections.
+            batches: Arc::new(coalesce::Coalescer::new(
+                crate::catalog::registry::MAX_CONNECTIONS,
+                PROBE_BATCH,
+            )),
+        }
+    }
+}
 
 impl ApiState {
     pub fn is_ready(&self) -> bool {

@@ -15,9 +15,10 @@ use serde::{Deserialize, Serialize};
 
 use super::ApiState;
 use super::auth::{Asker, Caller};
+use super::coalesce;
 use super::error::{self, ApiError};
 use crate::catalog::registry::provider_for_reads;
-use crate::catalog::{CatalogProvider, ObjectType, Probe, ProbeTarget};
+use crate::catalog::{CatalogProvider, ObjectType, Probe, ProbeTarget, ProviderError};
 use crate::crd::catalog::Provider;
 use crate::crd::policy::RegistrationKind;
 use crate::crd::semantic_model::{Definition, Metric};
@@ -260,16 +261,34 @@ pub(super) async fn resolve_source(
         source.name.clone(),
     );
     let target = ProbeTarget::relation(&source.schema, &source.name);
-    let sent = state.metrics.api.source_probes.clone();
+    let (sent, batches_sent) = (
+        state.metrics.api.source_probes.clone(),
+        state.metrics.api.source_probe_batches.clone(),
+    );
+    let (batches, lane) = (state.probes.batches.clone(), key.0);
     let probe = move || {
-        // The flight holds the provider, so its address cannot be reused while the key lives.
+        // The flight, then the lane, holds the provider, so its address cannot be reused while
+        // either key lives.
         async move {
             sent.inc();
-            provider.probe(&[target]).await
+            let send: coalesce::SendBatch<ProbeTarget, Probe, ProviderError> =
+                Arc::new(move |targets: Vec<ProbeTarget>| {
+                    let (provider, batches_sent) = (provider.clone(), batches_sent.clone());
+                    async move {
+                        batches_sent.inc();
+                        provider.probe(&targets).await
+                    }
+                    .boxed()
+                });
+            let lost = ProviderError::Protocol("the catalog answered a probe batch short".into());
+            batches
+                .ask(lane, target, || send, lost)
+                .await
+                .map(|answer| vec![answer])
         }
         .boxed()
     };
-    let answer = state.probes.run(key, probe).await.map_err(|e| {
+    let answer = state.probes.flights.run(key, probe).await.map_err(|e| {
         tracing::warn!(catalog = %source.catalog, category = %e.category(), "source lookup probe failed");
         error::CATALOG_UNREACHABLE
     })?;
