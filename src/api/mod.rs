@@ -96,10 +96,11 @@ pub struct SourceProbes {
     pub batches: Arc<ProbeBatches>,
 }
 
+/// Each target answered on its own: one target's failure is not its batch's.
 pub type ProbeBatches = coalesce::Coalescer<
     usize,
     crate::catalog::ProbeTarget,
-    crate::catalog::Probe,
+    Result<crate::catalog::Probe, crate::catalog::ProviderError>,
     crate::catalog::ProviderError,
 >;
 

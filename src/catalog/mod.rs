@@ -259,6 +259,41 @@ pub async fn with_deadline<T>(
         .unwrap_or(Err(ProviderError::Timeout(limit)))
 }
 
+impl ProviderError {
+    /// Whether this failure may belong to one object of a batch rather than to the catalog
+    /// (one namespace the credential may not read, one reply the client did not expect); a
+    /// catalog that is down, slow, misconfigured or refusing the login fails every object alike.
+    pub fn may_belong_to_one_target(&self) -> bool {
+        matches!(
+            self,
+            ProviderError::PermissionDenied(_) | ProviderError::Protocol(_)
+        )
+    }
+}
+
+/// Probes `targets` together and answers each on its own: when the batch fails in a way that may
+/// belong to one target, each target is probed alone, so one object's failure does not fail the
+/// others it was batched with; a failure of the catalog itself fails the batch (without a retry
+/// per target, which an outage would multiply).
+pub async fn probe_each<P: CatalogProvider>(
+    provider: &P,
+    targets: &[ProbeTarget],
+) -> Result<Vec<Result<Probe, ProviderError>>, ProviderError> {
+    match provider.probe(targets).await {
+        Ok(answers) => Ok(answers.into_iter().map(Ok).collect()),
+        Err(e) if targets.len() > 1 && e.may_belong_to_one_target() => {
+            let alone = targets.iter().map(|t| async move {
+                let answers = provider.probe(std::slice::from_ref(t)).await?;
+                answers.into_iter().next().ok_or_else(|| {
+                    ProviderError::Protocol("the catalog answered a probe with nothing".into())
+                })
+            });
+            Ok(futures::future::join_all(alone).await)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -278,5 +313,98 @@ mod tests {
         ];
         let cats: std::collections::HashSet<_> = all.iter().map(ProviderError::category).collect();
         assert_eq!(cats.len(), all.len());
+    }
+
+    /// A catalog in a test: `forbidden` targets fail any batch holding them with a permission
+    /// error, `down` fails every batch; counts the probe calls.
+    #[derive(Default)]
+    struct Fake {
+        forbidden: Vec<ProbeTarget>,
+        down: bool,
+        calls: std::sync::atomic::AtomicUsize,
+    }
+
+    impl CatalogProvider for Fake {
+        async fn check_connection(&self) -> Result<(), ProviderError> {
+            Ok(())
+        }
+        async fn probe(&self, targets: &[ProbeTarget]) -> Result<Vec<Probe>, ProviderError> {
+            self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if self.down {
+                return Err(ProviderError::Unreachable("connection refused".into()));
+            }
+            if targets.iter().any(|t| self.forbidden.contains(t)) {
+                return Err(ProviderError::PermissionDenied("namespace".into()));
+            }
+            Ok(targets
+                .iter()
+                .map(|t| Probe::Present {
+                    object_type: ObjectType::Table,
+                    native_id: format!("{t:?}"),
+                })
+                .collect())
+        }
+        async fn find_by_id(&self, _: &str) -> Result<Option<Found>, ProviderError> {
+            Ok(None)
+        }
+        async fn columns(&self, _: &str, _: &str) -> Result<Option<Vec<Column>>, ProviderError> {
+            Ok(None)
+        }
+        async fn server_identity(&self) -> Result<String, ProviderError> {
+            Ok("fake".into())
+        }
+        fn invalid_name(&self, _: &ProbeTarget) -> Option<String> {
+            None
+        }
+    }
+
+    fn targets(n: usize) -> Vec<ProbeTarget> {
+        (0..n)
+            .map(|i| ProbeTarget::relation("s", format!("t{i}")))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn one_forbidden_target_fails_only_itself_not_the_batch() {
+        let all = targets(5);
+        let fake = Fake {
+            forbidden: vec![all[2].clone()],
+            ..Default::default()
+        };
+        let answers = probe_each(&fake, &all)
+            .await
+            .expect("the batch is answered");
+        assert_eq!(answers.len(), 5);
+        for (i, a) in answers.iter().enumerate() {
+            match i {
+                2 => assert!(
+                    matches!(a, Err(ProviderError::PermissionDenied(_))),
+                    "{a:?}"
+                ),
+                _ => assert!(matches!(a, Ok(Probe::Present { .. })), "{i}: {a:?}"),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_catalog_that_is_down_fails_the_batch_once_without_a_probe_per_target() {
+        let fake = Fake {
+            down: true,
+            ..Default::default()
+        };
+        let answer = probe_each(&fake, &targets(50)).await;
+        assert!(
+            matches!(answer, Err(ProviderError::Unreachable(_))),
+            "{answer:?}"
+        );
+        assert_eq!(fake.calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_healthy_batch_is_one_probe() {
+        let fake = Fake::default();
+        let answers = probe_each(&fake, &targets(50)).await.unwrap();
+        assert!(answers.iter().all(Result::is_ok));
+        assert_eq!(fake.calls.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 }
