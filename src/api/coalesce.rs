@@ -86,7 +86,15 @@ where
 /// Sends batches on `key`'s lane until nothing waits, then gives its slot back (and removes the
 /// lane when no other batch runs). Taking and giving back happen under the lock an ask pushes
 /// under, so an ask either finds a driver that will see it or starts one.
-async fn drive<K: Hash + Eq, T, A, E: Clone>(lanes: Lanes<K, T, A, E>, key: K, max_batch: usize) {
+async fn drive<K: Hash + Eq + Clone, T, A, E: Clone>(
+    lanes: Lanes<K, T, A, E>,
+    key: K,
+    max_batch: usize,
+) {
+    let mut slot = Slot {
+        lanes: lanes.clone(),
+        key: Some(key.clone()),
+    };
     loop {
         let (batch, send) = {
             let mut map = lanes.lock().expect("coalescer lanes poisoned");
@@ -94,6 +102,7 @@ async fn drive<K: Hash + Eq, T, A, E: Clone>(lanes: Lanes<K, T, A, E>, key: K, m
                 return;
             };
             if lane.waiting.is_empty() {
+                slot.key = None; // given back here, under the lock
                 lane.in_flight -= 1;
                 if lane.in_flight == 0 {
                     map.remove(&key);
@@ -118,6 +127,29 @@ async fn drive<K: Hash + Eq, T, A, E: Clone>(lanes: Lanes<K, T, A, E>, key: K, m
                 for tx in askers {
                     let _ = tx.send(Err(e.clone()));
                 }
+            }
+        }
+    }
+}
+
+/// A driver's batch slot. If the driver dies in a batch (a provider panicked), dropping it gives
+/// the slot back, and when it was the lane's last, removes the lane: the asks still waiting are
+/// answered `lost` instead of waiting for a driver that will never come.
+struct Slot<K: Hash + Eq, T, A, E> {
+    lanes: Lanes<K, T, A, E>,
+    key: Option<K>,
+}
+
+impl<K: Hash + Eq, T, A, E> Drop for Slot<K, T, A, E> {
+    fn drop(&mut self) {
+        let Some(key) = self.key.take() else { return };
+        let Ok(mut map) = self.lanes.lock() else {
+            return;
+        };
+        if let Some(lane) = map.get_mut(&key) {
+            lane.in_flight -= 1;
+            if lane.in_flight == 0 {
+                map.remove(&key);
             }
         }
     }
@@ -218,6 +250,27 @@ mod tests {
         let co = Coalescer::<&str, u32, u32, &str>::new(1, 64);
         let short: SendBatch<u32, u32, &str> = Arc::new(|_targets| async { Ok(vec![]) }.boxed());
         assert_eq!(co.ask("pg", 1, || short, "lost").await, Err("lost"));
+        assert_eq!(co.lanes(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_batch_that_panics_loses_its_asks_and_leaves_the_lane_usable() {
+        let co = Coalescer::<&str, u32, u32, &str>::new(1, 64);
+        let panicky: SendBatch<u32, u32, &str> = Arc::new(|targets: Vec<u32>| {
+            async move {
+                assert!(!targets.contains(&13), "the provider panicked");
+                Ok(targets)
+            }
+            .boxed()
+        });
+        let send = || panicky.clone();
+        assert_eq!(co.ask("pg", 13, send, "lost").await, Err("lost"));
+        let after = tokio::time::timeout(Duration::from_secs(5), co.ask("pg", 7, send, "lost"));
+        assert_eq!(
+            after.await,
+            Ok(Ok(7)),
+            "the lane still takes asks after a panic"
+        );
         assert_eq!(co.lanes(), 0);
     }
 
