@@ -87,7 +87,7 @@ pub struct Definition {
     /// Context for AI tools: a string or an object (instructions, synonyms, examples, any keys).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::crd::schema::ai_context")]
-    pub ai_context: Option<serde_json::Value>,
+    pub ai_context: Option<Box<serde_json::Value>>,
     /// Logical datasets, each bound to one table or view. Names are unique.
     #[schemars(length(min = 1))]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
@@ -128,7 +128,7 @@ pub struct Dataset {
     /// Context for AI tools: a string or an object.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::crd::schema::ai_context")]
-    pub ai_context: Option<serde_json::Value>,
+    pub ai_context: Option<Box<serde_json::Value>>,
     /// Row-level attributes. Names are unique within the dataset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
@@ -160,9 +160,11 @@ pub struct Field {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub datatype: Option<DataType>,
     /// Context for AI tools: a string or an object.
+    // Boxed here and wherever it appears: it is mostly absent, and an unboxed `Value` would cost
+    // 32 bytes in every field, dataset, metric and relationship of every cached model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::crd::schema::ai_context")]
-    pub ai_context: Option<serde_json::Value>,
+    pub ai_context: Option<Box<serde_json::Value>>,
     /// Vendor-specific extensions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub custom_extensions: Option<Vec<CustomExtension>>,
@@ -200,7 +202,7 @@ pub struct Relationship {
     /// Context for AI tools: a string or an object.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::crd::schema::ai_context")]
-    pub ai_context: Option<serde_json::Value>,
+    pub ai_context: Option<Box<serde_json::Value>>,
     /// Vendor-specific extensions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub custom_extensions: Option<Vec<CustomExtension>>,
@@ -224,7 +226,7 @@ pub struct Metric {
     /// Context for AI tools: a string or an object.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::crd::schema::ai_context")]
-    pub ai_context: Option<serde_json::Value>,
+    pub ai_context: Option<Box<serde_json::Value>>,
     /// Vendor-specific extensions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub custom_extensions: Option<Vec<CustomExtension>>,

@@ -105,7 +105,7 @@ pub fn validate_definition(spec: &SemanticModelSpec) -> Vec<Problem> {
         v.name("spec.name", name);
     }
     let def = &spec.definition;
-    v.ai_context("spec.definition.aiContext", def.ai_context.as_ref());
+    v.ai_context("spec.definition.aiContext", def.ai_context.as_deref());
     v.extensions(
         "spec.definition.customExtensions",
         def.custom_extensions.as_deref(),
@@ -150,7 +150,7 @@ pub fn validate_definition(spec: &SemanticModelSpec) -> Vec<Problem> {
         for (k, key) in ds.unique_keys.iter().flatten().enumerate() {
             v.columns(&format!("{p}.uniqueKeys[{k}]"), key);
         }
-        v.ai_context(&format!("{p}.aiContext"), ds.ai_context.as_ref());
+        v.ai_context(&format!("{p}.aiContext"), ds.ai_context.as_deref());
         v.extensions(
             &format!("{p}.customExtensions"),
             ds.custom_extensions.as_deref(),
@@ -165,7 +165,7 @@ pub fn validate_definition(spec: &SemanticModelSpec) -> Vec<Problem> {
                 "field",
             );
             v.expression(&format!("{fp}.expression"), &field.expression);
-            v.ai_context(&format!("{fp}.aiContext"), field.ai_context.as_ref());
+            v.ai_context(&format!("{fp}.aiContext"), field.ai_context.as_deref());
             v.extensions(
                 &format!("{fp}.customExtensions"),
                 field.custom_extensions.as_deref(),
@@ -205,7 +205,7 @@ pub fn validate_definition(spec: &SemanticModelSpec) -> Vec<Problem> {
                 format!("has {} columns but fromColumns has {}; list one key column per foreign-key column", rel.to_columns.len(), rel.from_columns.len()),
             );
         }
-        v.ai_context(&format!("{p}.aiContext"), rel.ai_context.as_ref());
+        v.ai_context(&format!("{p}.aiContext"), rel.ai_context.as_deref());
         v.extensions(
             &format!("{p}.customExtensions"),
             rel.custom_extensions.as_deref(),
@@ -222,7 +222,7 @@ pub fn validate_definition(spec: &SemanticModelSpec) -> Vec<Problem> {
             "metric",
         );
         v.expression(&format!("{p}.expression"), &metric.expression);
-        v.ai_context(&format!("{p}.aiContext"), metric.ai_context.as_ref());
+        v.ai_context(&format!("{p}.aiContext"), metric.ai_context.as_deref());
         v.extensions(
             &format!("{p}.customExtensions"),
             metric.custom_extensions.as_deref(),
