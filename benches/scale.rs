@@ -436,6 +436,17 @@ async fn run_scale(n: usize, rows: &mut Vec<Row>) {
     let anon_steady = anonymous_kib(op.pid());
     let heap_live = op.metric("semops_heap_allocated_bytes", &[]) as u64 / 1024;
     let heap_resident = op.metric("semops_heap_resident_bytes", &[]) as u64 / 1024;
+    if std::env::var_os("SEMOPS_HEAP_PROFILE").is_some() {
+        // `hack/bench --heap-profile`: the operator (built with it) dumps its live heap now.
+        let pid = op.pid().to_string();
+        assert!(
+            std::process::Command::new("kill")
+                .args(["-USR2", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+    }
     let after = writes(&op);
     let steady_writes = (after.all - after.leases) - (before.all - before.leases);
     let steady_leases = after.leases - before.leases;
