@@ -6,6 +6,7 @@ pub mod catalog;
 pub mod check;
 pub mod events;
 pub mod policy;
+mod resolutions;
 pub mod semantic_model;
 mod triggers;
 pub mod writer;
@@ -62,7 +63,7 @@ pub struct Context {
     failures: Mutex<HashMap<String, u32>>,
     /// When each model's sources were last resolved (in memory): drift from a round older than
     /// that describes sources the model no longer has, and is ignored.
-    sources_resolved: Mutex<HashMap<String, Instant>>,
+    sources_resolved: Mutex<resolutions::Resolutions>,
     /// Writes refused as stale, per kind: evidence that a watch stopped delivering.
     pub stale_caches: Arc<crate::stale_cache::StaleCaches>,
 }
@@ -110,10 +111,15 @@ impl Context {
 
     /// A model's sources were just resolved: older drift observations no longer apply to it.
     pub fn mark_sources_resolved(&self, uid: &str) {
+        let live_uids = || {
+            (self.stores.models.state().iter())
+                .filter_map(|m| m.metadata.uid.clone())
+                .collect()
+        };
         self.sources_resolved
             .lock()
             .expect("resolution map poisoned")
-            .insert(uid.to_string(), Instant::now());
+            .mark(uid, Instant::now(), live_uids);
     }
 
     pub fn sources_resolved_at(&self, uid: &str) -> Option<Instant> {
@@ -121,7 +127,6 @@ impl Context {
             .lock()
             .expect("resolution map poisoned")
             .get(uid)
-            .copied()
     }
 
     /// Publishes an Event about `obj` (best effort).
