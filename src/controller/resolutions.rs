@@ -72,14 +72,25 @@ mod tests {
                 live.clone()
             });
             assert_eq!(r.get(&uid(i)), Some(now), "the new mark holds");
-            assert!(r.len() <= MIN_PRUNE_AT, "bounded: {} entries after {i} models", r.len());
+            assert!(
+                r.len() <= MIN_PRUNE_AT,
+                "bounded: {} entries after {i} models",
+                r.len()
+            );
             for j in live.iter() {
                 let k: usize = j["uid-".len()..].parse().unwrap();
-                assert_eq!(r.get(j), Some(t0 + Duration::from_millis(k as u64)), "live {j} kept");
+                assert_eq!(
+                    r.get(j),
+                    Some(t0 + Duration::from_millis(k as u64)),
+                    "live {j} kept"
+                );
             }
         }
         assert!(asked >= 9, "pruned as it grew ({asked} times)");
-        assert!(asked <= 10, "the live set is asked rarely ({asked} times), not per mark");
+        assert!(
+            asked <= 10,
+            "the live set is asked rarely ({asked} times), not per mark"
+        );
     }
 
     /// Without churn nothing is dropped, however many models there are, and the live set is
