@@ -271,23 +271,22 @@ pub(super) async fn resolve_source(
         // either key lives.
         async move {
             sent.inc();
-            let send: coalesce::SendBatch<
-                ProbeTarget,
-                Result<Probe, ProviderError>,
-                ProviderError,
-            > = Arc::new(move |targets: Vec<ProbeTarget>| {
-                let (provider, batches_sent) = (provider.clone(), batches_sent.clone());
-                async move {
-                    batches_sent.inc();
-                    // One target's failure (a namespace the credential may not read) must
-                    // not fail the lookups batched with it.
-                    crate::catalog::probe_each(provider.as_ref(), &targets).await
-                }
-                .boxed()
-            });
+            // Built only when this lookup opens the catalog's lane; later asks join its batches.
+            let send = || -> coalesce::SendBatch<ProbeTarget, Result<Probe, ProviderError>, ProviderError> {
+                Arc::new(move |targets: Vec<ProbeTarget>| {
+                    let (provider, batches_sent) = (provider.clone(), batches_sent.clone());
+                    async move {
+                        batches_sent.inc();
+                        // One target's failure (a namespace the credential may not read) must
+                        // not fail the lookups batched with it.
+                        crate::catalog::probe_each(provider.as_ref(), &targets).await
+                    }
+                    .boxed()
+                })
+            };
             let lost = ProviderError::Protocol("the catalog answered a probe batch short".into());
             batches
-                .ask(lane, target, || send, lost)
+                .ask(lane, target, send, lost)
                 .await
                 .and_then(|answer| answer)
                 .map(|answer| vec![answer])
