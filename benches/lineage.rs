@@ -66,11 +66,11 @@ fn model(
         .unwrap(),
         associations: (0..datasets)
             .map(|d| SourceAssociation {
-                dataset: format!("dataset_{d:05}"),
+                dataset: format!("dataset_{d:05}").into(),
                 source: SourceName {
                     catalog: "hr".into(),
                     schema: "public".into(),
-                    name: format!("table_{:05}", table_of(d)),
+                    name: format!("table_{:05}", table_of(d)).into(),
                 },
                 object_type: "TABLE".into(),
                 id: format!("pg:7313918441042311863:16412:r{}", 20000 + table_of(d)),
@@ -80,7 +80,7 @@ fn model(
             .collect(),
         metric_ids: (0..metrics)
             .map(|k| MetricIdentity {
-                name: format!("metric_{k:05}"),
+                name: format!("metric_{k:05}").into(),
                 id: format!("0190c0de-{k:04x}-7000-8000-000000000000"),
             })
             .collect(),

@@ -41,11 +41,11 @@ fn model(i: usize) -> SemanticModel {
             .iter()
             .enumerate()
             .map(|(d, t)| SourceAssociation {
-                dataset: format!("d{d}"),
+                dataset: format!("d{d}").into(),
                 source: SourceName {
                     catalog: "hr".into(),
                     schema: "public".into(),
-                    name: format!("t{t}"),
+                    name: format!("t{t}").into(),
                 },
                 object_type: "TABLE".into(),
                 id: format!("pg:1:2:r{t}"),
@@ -55,7 +55,7 @@ fn model(i: usize) -> SemanticModel {
             .collect(),
         metrics: (0..METRICS)
             .map(|k| MetricIdentity {
-                name: format!("metric_{k}"),
+                name: format!("metric_{k}").into(),
                 id: uuid::Uuid::now_v7().to_string(),
             })
             .collect(),
@@ -119,7 +119,7 @@ fn lookup_scan(store: &Store<SemanticModel>, table: usize) -> Vec<Identifier> {
             .iter()
             .flat_map(|s| &s.source_associations)
             .filter(|a| a.id == id && a.source.catalog == "hr")
-            .map(|a| a.dataset.clone())
+            .map(|a| a.dataset.to_string())
             .collect();
         if !ds.is_empty() {
             by_model.insert(kube::ResourceExt::name_any(m.as_ref()), (m.clone(), ds));
@@ -214,7 +214,12 @@ fn main() {
                         .iter()
                         .flat_map(|s| &s.source_associations)
                         .filter(|a| a.id == id)
-                        .map(|a| (m.spec.name.clone().unwrap_or_default(), a.dataset.clone()))
+                        .map(|a| {
+                            (
+                                m.spec.name.as_deref().unwrap_or_default().to_string(),
+                                a.dataset.to_string(),
+                            )
+                        })
                 })
                 .collect();
             hits.sort();

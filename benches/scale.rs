@@ -150,7 +150,7 @@ async fn bare_writes(client: &Client, ns: &str, n: usize) -> Duration {
                     .collect(),
                 metrics: (0..METRICS)
                     .map(|k| MetricIdentity {
-                        name: format!("metric_{k}"),
+                        name: format!("metric_{k}").into(),
                         id: uuid::Uuid::now_v7().to_string(),
                     })
                     .collect(),

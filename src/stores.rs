@@ -135,7 +135,7 @@ mod tests {
             "definition": {"datasets": [{"name": "d", "source": "c.s.t"}]}
         }))
         .unwrap();
-        spec.name = name.map(|n| format!("n{n}"));
+        spec.name = name.map(|n| format!("n{n}").into());
         let mut m = SemanticModel::new(&format!("o{o}"), spec);
         m.metadata.namespace = Some(format!("ns{ns}"));
         m
@@ -184,7 +184,7 @@ mod tests {
                 // Exactly the live models, each claim's strings held once, nothing emptied left.
                 let scopes: std::collections::BTreeSet<(String, String)> = live
                     .values()
-                    .map(|m| (m.namespace().unwrap_or_default(), m.spec.schema.clone()))
+                    .map(|m| (m.namespace().unwrap_or_default(), m.spec.schema.to_string()))
                     .collect();
                 proptest::prop_assert_eq!(stores.claims.held(), Ok((live.len(), scopes.len())));
                 for ns in ["ns0", "ns1"] {

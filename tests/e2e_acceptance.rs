@@ -616,7 +616,7 @@ fn the_tpcds_ossie_fixture_is_imported_and_accepted_against_real_tables() {
     postgres().psql("postgres", &format!("CREATE DATABASE {db}"));
     let mut ddl = String::new();
     for ds in &def.datasets {
-        let mut cols: Vec<&String> = ds
+        let mut cols: Vec<&smol_str::SmolStr> = ds
             .primary_key
             .iter()
             .flatten()

@@ -102,8 +102,8 @@ pub fn explain(
     let live = status.metrics.iter().find(|m| m.id == id);
     let retired = status.retired_metrics.iter().find(|r| r.id == id);
     let name = live
-        .map(|m| m.name.clone())
-        .or_else(|| retired.map(|r| r.name.clone()))?;
+        .map(|m| m.name.to_string())
+        .or_else(|| retired.map(|r| r.name.to_string()))?;
     // The ids a kept revision committed; the current revision's are status's when unrecorded.
     let ids_of = |k: &Kept| -> Option<Vec<MetricIdentity>> {
         k.metrics
@@ -207,7 +207,11 @@ pub async fn metric_by_id(
         let current = accepted_definition(&state, &m).await?;
         let kept = kept_revisions(&state, &m).await?;
         let model = Identifier {
-            namespace: vec![ns.clone(), m.spec.catalog.clone(), m.spec.schema.clone()],
+            namespace: vec![
+                ns.clone(),
+                m.spec.catalog.to_string(),
+                m.spec.schema.to_string(),
+            ],
             name: m.model_name().to_string(),
         };
         let metric = explain(&id, model, &status, &current, &kept).ok_or(error::NO_SUCH_METRIC)?;

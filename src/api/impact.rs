@@ -157,7 +157,7 @@ pub fn model_impacts(
             .source_associations
             .iter()
             .filter(|a| a.dataset == *dataset)
-            .flat_map(|a| a.columns.iter().map(|c| c.name.clone()))
+            .flat_map(|a| a.columns.iter().map(|c| c.name.to_string()))
             .collect();
         known.extend(asked.iter().cloned());
         let entries: Vec<(Option<String>, Usage)> = if asked.is_empty() {
@@ -192,8 +192,8 @@ pub fn model_impacts(
             out.push(Impact {
                 namespace: vec![
                     ns.to_string(),
-                    m.spec.catalog.clone(),
-                    m.spec.schema.clone(),
+                    m.spec.catalog.to_string(),
+                    m.spec.schema.to_string(),
                 ],
                 model: m.model_name().to_string(),
                 revision: status.revision.unwrap_or(0),

@@ -98,7 +98,7 @@ fn unavailable(m: &SemanticModel) -> Vec<String> {
                     .iter()
                     .any(|d| d.dataset == a.dataset && d.kind == DriftKind::SourceMissing)
         })
-        .map(|a| a.dataset.clone())
+        .map(|a| a.dataset.to_string())
         .collect()
 }
 

@@ -154,8 +154,8 @@ pub(super) fn catalog(state: &ApiState, ns: &str, name: &str) -> Result<Arc<Cata
 fn model_namespace(ns: &str, m: &SemanticModel) -> Vec<String> {
     vec![
         ns.to_string(),
-        m.spec.catalog.clone(),
-        m.spec.schema.clone(),
+        m.spec.catalog.to_string(),
+        m.spec.schema.to_string(),
         m.model_name().to_string(),
     ]
 }
@@ -546,7 +546,7 @@ pub async fn schema_metrics(
                     .into_iter()
                     .map(|(namespace, m)| Identifier {
                         namespace,
-                        name: m.name,
+                        name: m.name.to_string(),
                     })
                     .collect(),
             })
@@ -588,8 +588,8 @@ fn model_identifiers(ns: &str, models: &[Arc<SemanticModel>]) -> Response {
         .map(|m| Identifier {
             namespace: vec![
                 ns.to_string(),
-                m.spec.catalog.clone(),
-                m.spec.schema.clone(),
+                m.spec.catalog.to_string(),
+                m.spec.schema.to_string(),
             ],
             name: m.model_name().to_string(),
         })
@@ -636,16 +636,16 @@ pub async fn list_namespace_models(
             .collect();
         let mut catalogs: BTreeMap<String, bool> = BTreeMap::new();
         for m in &models {
-            if !catalogs.contains_key(&m.spec.catalog) {
+            if !catalogs.contains_key(m.spec.catalog.as_str()) {
                 let may = require(&state, &who, &ns, "catalogs", &m.spec.catalog)
                     .await
                     .is_ok();
-                catalogs.insert(m.spec.catalog.clone(), may);
+                catalogs.insert(m.spec.catalog.to_string(), may);
             }
         }
         let models = models
             .into_iter()
-            .filter(|m| catalogs.get(&m.spec.catalog) == Some(&true))
+            .filter(|m| catalogs.get(m.spec.catalog.as_str()) == Some(&true))
             .collect();
         let visible = visible_to(&state, &who, &ns, models).await;
         Ok::<_, ApiError>(model_identifiers(&ns, &visible))
@@ -729,7 +729,7 @@ pub async fn get_model(
             }
             _ => ModelView {
                 name: m.model_name().to_string(),
-                comment: m.spec.comment.clone(),
+                comment: m.spec.comment.as_ref().map(|c| c.to_string()),
                 properties: m.spec.properties.clone(),
                 revision: current,
                 definition: accepted_definition(&state, &m).await?,
@@ -821,7 +821,7 @@ mod tests {
         let got: Vec<(String, String)> =
             sorted_metrics("ns", &[(&a, &a.spec.definition), (&b, &b.spec.definition)])
                 .into_iter()
-                .map(|(n, m)| (n[3].clone(), m.name))
+                .map(|(n, m)| (n[3].clone(), m.name.to_string()))
                 .collect();
         let want = [
             ("a_model", "x"),

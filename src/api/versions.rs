@@ -145,7 +145,7 @@ mod tests {
             retired_metrics: retired
                 .iter()
                 .map(|(n, i, r)| RetiredMetric {
-                    name: n.to_string(),
+                    name: (*n).into(),
                     id: i.to_string(),
                     retired_in_revision: *r,
                 })

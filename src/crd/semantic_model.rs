@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
+use smol_str::SmolStr;
 
 /// A semantic model: datasets bound to real tables or views, their relationships and metrics.
 /// semops validates it against the live catalogs, snapshots each accepted definition in a
@@ -55,19 +56,19 @@ pub struct SemanticModelSpec {
     /// Home Catalog of the model, in this namespace. Immutable.
     #[schemars(length(min = 1))]
     #[x_kube(validation = Rule::new("self == oldSelf").message("spec.catalog is immutable; create a new SemanticModel to move it"))]
-    pub catalog: String,
+    pub catalog: SmolStr,
     /// Home schema of the model inside its Catalog. Immutable.
     #[schemars(length(min = 1))]
     #[x_kube(validation = Rule::new("self == oldSelf").message("spec.schema is immutable; create a new SemanticModel to move it"))]
-    pub schema: String,
+    pub schema: SmolStr,
     /// Model name as clients see it; defaults to metadata.name. Case-sensitive. Changing it renames
     /// the model and keeps its associations and metric ids.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
-    pub name: Option<String>,
+    pub name: Option<SmolStr>,
     /// Free-text comment (Ossie `description` of the model).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub comment: Option<String>,
+    pub comment: Option<SmolStr>,
     /// Free-form string properties attached to the model.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(schema_with = "crate::crd::schema::string_map")]
@@ -75,7 +76,7 @@ pub struct SemanticModelSpec {
     /// Change this value to make semops resolve every source again without editing the definition,
     /// e.g. after a source table was dropped and recreated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rebind: Option<String>,
+    pub rebind: Option<SmolStr>,
     /// The model definition in Apache Ossie core shape (camelCase).
     pub definition: Definition,
 }
@@ -111,20 +112,20 @@ pub struct Definition {
 pub struct Dataset {
     /// Dataset name, unique within the model.
     #[schemars(length(min = 1))]
-    pub name: String,
+    pub name: SmolStr,
     /// The table or view: `catalog.schema.object`. Quote a segment holding dots or backticks with
     /// backticks, doubling a backtick inside: `` `a.b`.mart.orders ``.
     #[schemars(length(min = 1))]
-    pub source: String,
+    pub source: SmolStr,
     /// Primary key columns of the source (single or composite).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub primary_key: Option<Vec<String>>,
+    pub primary_key: Option<Vec<SmolStr>>,
     /// Unique keys of the source, each a list of columns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unique_keys: Option<Vec<Vec<String>>>,
+    pub unique_keys: Option<Vec<Vec<SmolStr>>>,
     /// Human-readable description.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
+    pub description: Option<SmolStr>,
     /// Context for AI tools: a string or an object.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::crd::schema::ai_context")]
@@ -144,7 +145,7 @@ pub struct Dataset {
 pub struct Field {
     /// Field name, unique within its dataset.
     #[schemars(length(min = 1))]
-    pub name: String,
+    pub name: SmolStr,
     /// How the field is computed, per dialect.
     pub expression: Expression,
     /// Dimension metadata.
@@ -152,10 +153,10 @@ pub struct Field {
     pub dimension: Option<Dimension>,
     /// Label for categorization.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub label: Option<String>,
+    pub label: Option<SmolStr>,
     /// Human-readable description.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
+    pub description: Option<SmolStr>,
     /// Logical data type.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub datatype: Option<DataType>,
@@ -186,19 +187,19 @@ pub struct Dimension {
 pub struct Relationship {
     /// Relationship name, unique within the model.
     #[schemars(length(min = 1))]
-    pub name: String,
+    pub name: SmolStr,
     /// Dataset on the many side.
     #[schemars(length(min = 1))]
-    pub from: String,
+    pub from: SmolStr,
     /// Dataset on the one side.
     #[schemars(length(min = 1))]
-    pub to: String,
+    pub to: SmolStr,
     /// Foreign-key columns in the `from` dataset.
     #[schemars(length(min = 1))]
-    pub from_columns: Vec<String>,
+    pub from_columns: Vec<SmolStr>,
     /// Key columns in the `to` dataset, in the same order.
     #[schemars(length(min = 1))]
-    pub to_columns: Vec<String>,
+    pub to_columns: Vec<SmolStr>,
     /// Context for AI tools: a string or an object.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::crd::schema::ai_context")]
@@ -214,12 +215,12 @@ pub struct Relationship {
 pub struct Metric {
     /// Metric name, unique within the model. The name is the metric's identity key.
     #[schemars(length(min = 1))]
-    pub name: String,
+    pub name: SmolStr,
     /// How the metric is computed, per dialect.
     pub expression: Expression,
     /// Human-readable description.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
+    pub description: Option<SmolStr>,
     /// Logical data type.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub datatype: Option<DataType>,
@@ -250,7 +251,7 @@ pub struct DialectExpression {
     pub dialect: Dialect,
     /// The SQL or dialect-specific expression.
     #[schemars(length(min = 1))]
-    pub expression: String,
+    pub expression: SmolStr,
 }
 
 /// Expression languages of Apache Ossie core.
@@ -299,7 +300,7 @@ pub enum DataType {
 pub struct CustomExtension {
     /// Vendor name (any string, e.g. COMMON, DBT, SNOWFLAKE).
     #[schemars(length(min = 1))]
-    pub vendor_name: String,
+    pub vendor_name: SmolStr,
     /// JSON string with vendor-specific data.
     pub data: String,
 }
@@ -313,7 +314,7 @@ pub struct SemanticModelStatus {
     pub observed_generation: Option<i64>,
     /// Effective model name (spec.name or metadata.name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model_name: Option<String>,
+    pub model_name: Option<SmolStr>,
     /// Number of datasets in the observed definition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dataset_count: Option<i64>,
@@ -331,7 +332,7 @@ pub struct SemanticModelStatus {
     pub definition_hash: Option<String>,
     /// `spec.rebind` as of the last replace; a different value asks for a fresh resolution.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub accepted_rebind: Option<String>,
+    pub accepted_rebind: Option<SmolStr>,
     /// Hash of the accepted snapshot (definition, name, comment, properties).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot_hash: Option<String>,
@@ -359,12 +360,12 @@ pub struct SemanticModelStatus {
 #[serde(rename_all = "camelCase")]
 pub struct SourceAssociation {
     /// Dataset name.
-    pub dataset: String,
+    pub dataset: SmolStr,
     /// The source as resolved.
     pub source: SourceName,
     /// TABLE or VIEW.
     #[serde(rename = "type")]
-    pub object_type: String,
+    pub object_type: SmolStr,
     /// Native id of the source (survives renames, changes on drop + create).
     pub id: String,
     /// Revision that established this binding.
@@ -380,10 +381,10 @@ pub struct SourceAssociation {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct ColumnDependency {
-    pub name: String,
+    pub name: SmolStr,
     /// The type the system reported at acceptance (e.g. `integer`, `varchar(20)`).
-    #[serde(rename = "type", default, skip_serializing_if = "String::is_empty")]
-    pub data_type: String,
+    #[serde(rename = "type", default, skip_serializing_if = "SmolStr::is_empty")]
+    pub data_type: SmolStr,
 }
 
 /// `catalog.schema.name` of a source, unquoted.
@@ -392,9 +393,9 @@ pub struct ColumnDependency {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct SourceName {
-    pub catalog: String,
-    pub schema: String,
-    pub name: String,
+    pub catalog: SmolStr,
+    pub schema: SmolStr,
+    pub name: SmolStr,
 }
 
 /// How a bound source differs from what was resolved.
@@ -438,7 +439,7 @@ pub enum DriftKind {
 #[serde(rename_all = "camelCase")]
 pub struct MetricIdentity {
     /// Metric name (the identity key within the model).
-    pub name: String,
+    pub name: SmolStr,
     /// UUIDv7 minted by semops; never reused.
     pub id: String,
 }
@@ -447,7 +448,7 @@ pub struct MetricIdentity {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct RetiredMetric {
-    pub name: String,
+    pub name: SmolStr,
     pub id: String,
     /// Revision whose definition no longer had the name.
     pub retired_in_revision: i64,
@@ -595,9 +596,9 @@ struct WireMeta {
 #[derive(Deserialize)]
 struct ShallowSpec {
     #[serde(default)]
-    catalog: String,
+    catalog: SmolStr,
     #[serde(default)]
-    schema: String,
+    schema: SmolStr,
 }
 
 /// The spec as JSON text. From serde_json it is the raw text (scanned, never recursed into);

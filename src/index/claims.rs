@@ -11,12 +11,13 @@ use std::sync::Arc;
 
 use kube::ResourceExt;
 
+use super::small_set::SmallSet;
 use crate::crd::SemanticModel;
 
 /// (namespace, catalog, schema): held once however many models claim names there.
 type Scope = (String, String, String);
 /// Model name -> the model objects claiming it, in one scope.
-type Names = HashMap<Arc<str>, BTreeSet<Arc<str>>>;
+type Names = HashMap<Arc<str>, SmallSet<Arc<str>>>;
 /// Model object -> the (scope, model name) it claims, in one namespace.
 type Held = HashMap<Arc<str>, (Arc<Scope>, Arc<str>)>;
 
@@ -35,7 +36,11 @@ impl Map {
         self.remove(&ns, &object);
         let scope = super::interned(
             &self.claims,
-            (ns.clone(), m.spec.catalog.clone(), m.spec.schema.clone()),
+            (
+                ns.clone(),
+                m.spec.catalog.to_string(),
+                m.spec.schema.to_string(),
+            ),
         );
         let names = self.claims.entry(scope.clone()).or_default();
         let name = names

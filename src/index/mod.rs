@@ -6,12 +6,16 @@
 pub mod claims;
 mod relisted;
 pub mod revisions;
+pub mod small_set;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
+use smol_str::SmolStr;
+
+use small_set::SmallSet;
 
 use crate::crd::SemanticModel;
 use crate::crd::conditions::{self, ConditionType, Reason};
@@ -40,7 +44,7 @@ type ModelRef = ObjectRef<SemanticModel>;
 /// (`cargo bench --bench memory`).
 #[derive(Default)]
 pub struct Inner {
-    by_source: HashMap<Arc<SourceKey>, BTreeSet<(Arc<str>, String)>>, // (model object name, dataset)
+    by_source: HashMap<Arc<SourceKey>, BTreeSet<(Arc<str>, SmolStr)>>, // (model object name, dataset)
     by_home: HashMap<Arc<HomeKey>, HomeModels>,
     /// What each model contributed, so an update or delete removes exactly that.
     contributed: HashMap<(String, Arc<str>), Contribution>,
@@ -51,7 +55,7 @@ pub struct Inner {
 #[derive(Default)]
 struct HomeModels {
     objects: BTreeSet<Arc<str>>,                  // model object names
-    by_name: HashMap<String, BTreeSet<Arc<str>>>, // model name -> object names claiming it
+    by_name: HashMap<String, SmallSet<Arc<str>>>, // model name -> object names claiming it
 }
 
 /// The source keys, and the home with the model name, one model added.
@@ -114,8 +118,8 @@ impl Inner {
                 &inner.by_source,
                 SourceKey {
                     namespace: ns.clone(),
-                    catalog: a.source.catalog.clone(),
-                    object_type: a.object_type.clone(),
+                    catalog: a.source.catalog.to_string(),
+                    object_type: a.object_type.to_string(),
                     id: a.id.clone(),
                 },
             );
@@ -130,8 +134,8 @@ impl Inner {
             &inner.by_home,
             HomeKey {
                 namespace: ns.clone(),
-                catalog: m.spec.catalog.clone(),
-                schema: m.spec.schema.clone(),
+                catalog: m.spec.catalog.to_string(),
+                schema: m.spec.schema.to_string(),
             },
         );
         let home_models = inner.by_home.entry(home.clone()).or_default();
@@ -157,7 +161,7 @@ impl ModelIndex {
             .get(key)
             .map(|set| {
                 set.iter()
-                    .map(|(m, d)| (ObjectRef::new(m).within(&key.namespace), d.clone()))
+                    .map(|(m, d)| (ObjectRef::new(m).within(&key.namespace), d.to_string()))
                     .collect()
             })
             .unwrap_or_default()
@@ -290,7 +294,7 @@ mod tests {
             source_associations: assocs
                 .iter()
                 .map(|(dataset, id)| SourceAssociation {
-                    dataset: dataset.to_string(),
+                    dataset: (*dataset).into(),
                     source: SourceName {
                         catalog: "hr".into(),
                         schema: "public".into(),
@@ -394,7 +398,7 @@ mod tests {
             .map(|(k, set)| {
                 let entries = set
                     .iter()
-                    .map(|(m, d)| (m.to_string(), d.clone()))
+                    .map(|(m, d)| (m.to_string(), d.to_string()))
                     .collect();
                 ((**k).clone(), entries)
             })
@@ -458,7 +462,7 @@ mod tests {
             .map(|(d, i)| (d.as_str(), i.as_str()))
             .collect();
         let mut model = model(&format!("m{m}"), revision, &refs);
-        model.spec.name = name.map(|n| format!("n{n}"));
+        model.spec.name = name.map(|n| format!("n{n}").into());
         model
     }
 

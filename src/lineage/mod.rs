@@ -416,7 +416,7 @@ pub fn project_model(m: &ModelInput<'_>, limits: &Limits) -> Result<Vec<u8>, Too
             None => g.ids.add(dataset_id(m.uid, &a.dataset)),
         };
         g.edge(EdgeKind::Binds, dataset, source);
-        if m.unavailable.contains(&a.dataset) {
+        if m.unavailable.iter().any(|d| *d == a.dataset) {
             g.warnings.push((SOURCE_UNAVAILABLE, source));
         }
     }

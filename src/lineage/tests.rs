@@ -29,11 +29,11 @@ fn fixture(datasets: usize, metrics: usize, relationships: usize) -> Fixture {
     Fixture {
         associations: (0..datasets)
             .map(|d| SourceAssociation {
-                dataset: format!("d{d}"),
+                dataset: format!("d{d}").into(),
                 source: SourceName {
                     catalog: "hr".into(),
                     schema: "public".into(),
-                    name: format!("t{d}"),
+                    name: format!("t{d}").into(),
                 },
                 object_type: "TABLE".into(),
                 id: format!("pg:1:2:r{d}"),
@@ -43,7 +43,7 @@ fn fixture(datasets: usize, metrics: usize, relationships: usize) -> Fixture {
             .collect(),
         metric_ids: (0..metrics)
             .map(|k| MetricIdentity {
-                name: format!("m{k}"),
+                name: format!("m{k}").into(),
                 id: format!("0190-{k:04}"),
             })
             .collect(),
@@ -183,7 +183,7 @@ fn node_and_edge_counts_take_every_kind_exactly_once() {
 fn a_source_label_exactly_at_the_limit_passes() {
     let mut f = fixture(1, 0, 0);
     // "hr.public." (10 bytes) + 4,086 bytes = 4,096.
-    f.associations[0].source.name = "ü".repeat(2043);
+    f.associations[0].source.name = "ü".repeat(2043).into();
     assert!(project_model(&f.input(), &Limits::default()).is_ok());
 }
 
@@ -247,18 +247,18 @@ fn every_bound_passes_at_the_limit_and_refuses_one_over() {
     // Labels: 4 KiB of UTF-8 bytes, multibyte characters counted as bytes.
     let mut f = fixture(1, 0, 0);
     let at_limit = "é".repeat(2048); // 4096 bytes, 2048 characters
-    f.definition.datasets[0].name = at_limit.clone();
-    f.associations[0].dataset = at_limit;
+    f.definition.datasets[0].name = at_limit.clone().into();
+    f.associations[0].dataset = at_limit.into();
     assert!(project_model(&f.input(), &Limits::default()).is_ok());
     let over = format!("{}x", "é".repeat(2048));
-    f.definition.datasets[0].name = over.clone();
-    f.associations[0].dataset = over;
+    f.definition.datasets[0].name = over.clone().into();
+    f.associations[0].dataset = over.into();
     assert_eq!(
         project_model(&f.input(), &Limits::default()),
         Err(TooLarge::Label(4096))
     );
     let mut f = fixture(1, 0, 0);
-    f.associations[0].source.name = "ü".repeat(2048); // "hr.public." + 4096 bytes
+    f.associations[0].source.name = "ü".repeat(2048).into(); // "hr.public." + 4096 bytes
     assert_eq!(
         project_model(&f.input(), &Limits::default()),
         Err(TooLarge::Label(4096))

@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::crd::semantic_model::{Definition, Dialect};
+use smol_str::SmolStr;
 
 /// One identifier an expression names: `qualifier.name` or a bare `name`. `quoted` names match
 /// exactly; bare ones match case-insensitively (PostgreSQL folds them to lower case, Snowflake
@@ -346,12 +347,12 @@ pub fn dependencies(
         .flat_map(idents_of)
         .collect();
     for ds in &def.datasets {
-        let Some(cols) = columns_of.get(&ds.name) else {
+        let Some(cols) = columns_of.get(ds.name.as_str()) else {
             continue;
         };
-        let entry = deps.entry(ds.name.clone()).or_default();
+        let entry = deps.entry(ds.name.to_string()).or_default();
         for name in all_key_columns(def, &ds.name) {
-            if let Some(c) = cols.iter().find(|c| **c == name) {
+            if let Some(c) = cols.iter().find(|c| c.as_str() == name) {
                 entry.insert(c.clone());
             }
         }
@@ -368,7 +369,7 @@ pub fn dependencies(
     deps
 }
 
-fn all_key_columns(def: &Definition, dataset: &str) -> Vec<String> {
+fn all_key_columns(def: &Definition, dataset: &str) -> Vec<SmolStr> {
     let mut out = Vec::new();
     if let Some(ds) = def.datasets.iter().find(|d| d.name == dataset) {
         out.extend(ds.primary_key.iter().flatten().cloned());
@@ -404,7 +405,7 @@ pub fn usage(def: &Definition, dataset: &str, column: &str, source_columns: &[St
         if (r.from == dataset && r.from_columns.iter().any(|c| c == column))
             || (r.to == dataset && r.to_columns.iter().any(|c| c == column))
         {
-            u.relationships.push(r.name.clone());
+            u.relationships.push(r.name.to_string());
         }
     }
     let names_column = |i: &Ident| i.column_in(source_columns).is_some_and(|c| c == column);
@@ -413,7 +414,7 @@ pub fn usage(def: &Definition, dataset: &str, column: &str, source_columns: &[St
             .iter()
             .any(|i| (i.qualifier.is_none() || i.qualified_by(dataset)) && names_column(i))
         {
-            u.fields.push(f.name.clone());
+            u.fields.push(f.name.to_string());
         }
     }
     for m in def.metrics.iter().flatten() {
@@ -428,7 +429,7 @@ pub fn usage(def: &Definition, dataset: &str, column: &str, source_columns: &[St
             Some(_) => false,
         });
         if uses {
-            u.metrics.push(m.name.clone());
+            u.metrics.push(m.name.to_string());
         }
     }
     u
@@ -453,9 +454,14 @@ pub fn dataset_usage(def: &Definition, dataset: &str, source_columns: &[String])
         .iter()
         .flatten()
         .filter(|r| r.from == dataset || r.to == dataset)
-        .map(|r| r.name.clone())
+        .map(|r| r.name.to_string())
         .collect();
-    u.fields = ds.fields.iter().flatten().map(|f| f.name.clone()).collect();
+    u.fields = ds
+        .fields
+        .iter()
+        .flatten()
+        .map(|f| f.name.to_string())
+        .collect();
     u.metrics = def
         .metrics
         .iter()
@@ -466,7 +472,7 @@ pub fn dataset_usage(def: &Definition, dataset: &str, source_columns: &[String])
                 None => i.column_in(source_columns).is_some(),
             })
         })
-        .map(|m| m.name.clone())
+        .map(|m| m.name.to_string())
         .collect();
     u
 }

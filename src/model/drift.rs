@@ -8,7 +8,7 @@ use crate::crd::semantic_model::{Definition, DriftKind, SourceAssociation, Sourc
 
 /// The probe target of an association's source.
 pub fn target_of(a: &SourceAssociation) -> ProbeTarget {
-    ProbeTarget::relation(&a.source.schema, &a.source.name)
+    ProbeTarget::relation(a.source.schema.as_str(), a.source.name.as_str())
 }
 
 /// One drift entry per dataset whose source changed. `by_name` answers each association's
@@ -21,21 +21,22 @@ pub fn classify(
     associations
         .iter()
         .filter_map(|a| {
-            let (kind, current) = match by_name.get(&(a.source.catalog.clone(), target_of(a)))? {
-                Probe::Present { native_id, .. } if *native_id == a.id => return None,
-                Probe::Present { native_id, .. } => {
-                    (DriftKind::SourceReplaced, Some(native_id.clone()))
-                }
-                Probe::Absent => match by_id.get(&a.id) {
-                    Some(Some(Found {
-                        target: ProbeTarget::Relation { schema, name },
-                        ..
-                    })) => (DriftKind::SourceRenamed, Some(format!("{schema}.{name}"))),
-                    _ => (DriftKind::SourceMissing, None),
-                },
-            };
+            let (kind, current) =
+                match by_name.get(&(a.source.catalog.to_string(), target_of(a)))? {
+                    Probe::Present { native_id, .. } if *native_id == a.id => return None,
+                    Probe::Present { native_id, .. } => {
+                        (DriftKind::SourceReplaced, Some(native_id.clone()))
+                    }
+                    Probe::Absent => match by_id.get(&a.id) {
+                        Some(Some(Found {
+                            target: ProbeTarget::Relation { schema, name },
+                            ..
+                        })) => (DriftKind::SourceRenamed, Some(format!("{schema}.{name}"))),
+                        _ => (DriftKind::SourceMissing, None),
+                    },
+                };
             Some(SourceDrift {
-                dataset: a.dataset.clone(),
+                dataset: a.dataset.to_string(),
                 kind,
                 current,
                 column: None,
@@ -57,12 +58,12 @@ pub fn classify_columns(
 ) -> Vec<SourceDrift> {
     let mut out = Vec::new();
     for a in associations.iter().filter(|a| !a.columns.is_empty()) {
-        let key = (a.source.catalog.clone(), target_of(a));
+        let key = (a.source.catalog.to_string(), target_of(a));
         let same = matches!(by_name.get(&key), Some(Probe::Present { native_id, .. }) if *native_id == a.id);
         let Some(now) = columns.get(&key).filter(|_| same) else {
             continue;
         };
-        let deps: Vec<String> = a.columns.iter().map(|c| c.name.clone()).collect();
+        let deps: Vec<String> = a.columns.iter().map(|c| c.name.to_string()).collect();
         for dep in &a.columns {
             let (kind, current) = match now.iter().find(|c| c.name == dep.name) {
                 None => (DriftKind::ColumnMissing, None),
@@ -72,10 +73,10 @@ pub fn classify_columns(
                 Some(_) => continue,
             };
             out.push(SourceDrift {
-                dataset: a.dataset.clone(),
+                dataset: a.dataset.to_string(),
                 kind,
                 current,
-                column: Some(dep.name.clone()),
+                column: Some(dep.name.to_string()),
                 used_by: super::columns::usage(def, &a.dataset, &dep.name, &deps).describe(),
             });
         }

@@ -20,7 +20,7 @@ pub fn reconcile_metric_ids(
         .map(|name| match live.iter().find(|m| m.name == *name) {
             Some(kept) => kept.clone(),
             None => MetricIdentity {
-                name: name.to_string(),
+                name: (*name).into(),
                 id: mint(),
             },
         })
@@ -124,14 +124,14 @@ mod tests {
     fn many_retired_at_once_drop_exactly_the_oldest() {
         let old: Vec<RetiredMetric> = (0..RETIRED_LIMIT)
             .map(|i| RetiredMetric {
-                name: format!("old{i}"),
+                name: format!("old{i}").into(),
                 id: format!("old-id{i}"),
                 retired_in_revision: 1,
             })
             .collect();
         let live: Vec<MetricIdentity> = (0..5)
             .map(|i| MetricIdentity {
-                name: format!("m{i}"),
+                name: format!("m{i}").into(),
                 id: format!("id{i}"),
             })
             .collect();
@@ -172,7 +172,7 @@ mod tests {
             for (rev, names) in revisions.iter().enumerate() {
                 let names: Vec<&str> = names.iter().map(String::as_str).collect();
                 (live, retired) = reconcile_metric_ids(&live, &retired, &names, rev as i64, &mut mint);
-                let now: HashMap<String, String> = live.iter().map(|m| (m.name.clone(), m.id.clone())).collect();
+                let now: HashMap<String, String> = live.iter().map(|m| (m.name.to_string(), m.id.clone())).collect();
                 for (name, id) in &now {
                     match previous.get(name) {
                         Some(old) => prop_assert_eq!(old, id, "a present name kept its id"),

@@ -1,6 +1,7 @@
 //! Level 3 of DESIGN 3.1 and the association set of DESIGN 3.4, from what the live systems
 //! answered about each distinct source (the I/O happens before, in the controller).
 
+use smol_str::SmolStr;
 use std::collections::{BTreeMap, HashMap};
 
 use super::validate::{Problem, Reason};
@@ -70,7 +71,7 @@ pub fn validate_sources(
             }),
         }
     }
-    let mut check = |dataset: &str, path: String, cols: &[String]| {
+    let mut check = |dataset: &str, path: String, cols: &[SmolStr]| {
         let Some(known) = columns_of.get(dataset) else {
             return;
         };
@@ -140,7 +141,7 @@ pub fn build_associations(
         .filter_map(|ds| {
             let (_, _, _, cols) = present(ds)?;
             Some((
-                ds.name.clone(),
+                ds.name.to_string(),
                 cols.iter().map(|c| c.name.clone()).collect(),
             ))
         })
@@ -151,23 +152,23 @@ pub fn build_associations(
         .filter_map(|ds| {
             let (source, object_type, native_id, cols) = present(ds)?;
             let columns = deps
-                .get(&ds.name)
+                .get(ds.name.as_str())
                 .into_iter()
                 .flatten()
                 .filter_map(|name| cols.iter().find(|c| c.name == *name))
                 .map(|c| ColumnDependency {
-                    name: c.name.clone(),
-                    data_type: c.data_type.clone(),
+                    name: c.name.as_str().into(),
+                    data_type: c.data_type.as_str().into(),
                 })
                 .collect();
             Some(SourceAssociation {
                 dataset: ds.name.clone(),
                 source: SourceName {
-                    catalog: source.catalog,
-                    schema: source.schema,
-                    name: source.name,
+                    catalog: source.catalog.into(),
+                    schema: source.schema.into(),
+                    name: source.name.into(),
                 },
-                object_type: object_type.as_str().to_string(),
+                object_type: object_type.as_str().into(),
                 id: native_id.clone(),
                 revision,
                 columns,

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 
 use serde_json::Value;
+use smol_str::SmolStr;
 
 use crate::crd::conditions::Reason as ConditionReason;
 use crate::crd::semantic_model::{CustomExtension, Expression, SemanticModelSpec};
@@ -244,7 +245,7 @@ pub fn validate_catalog_refs(
                 path: "spec.catalog".into(),
                 message: format!("no Catalog named {:?} in this namespace; create it or fix the name", spec.catalog),
             }),
-            Some(Some(schemas)) if !spec.schema.is_empty() && !schemas.contains(&spec.schema) => problems.push(Problem {
+            Some(Some(schemas)) if !spec.schema.is_empty() && !schemas.iter().any(|s| *s == spec.schema) => problems.push(Problem {
                 reason: Reason::SchemaNotFound,
                 path: "spec.schema".into(),
                 message: format!(
@@ -339,7 +340,7 @@ impl Validator {
         }
     }
 
-    fn columns(&mut self, path: &str, columns: &[String]) {
+    fn columns(&mut self, path: &str, columns: &[SmolStr]) {
         if columns.is_empty() {
             self.push(Reason::EmptyList, path, "must list at least one column");
         }

@@ -6,6 +6,7 @@
 //! a malformed document is refused with the path of the problem.
 
 use serde_json::{Map, Value};
+use smol_str::SmolStr;
 
 use crate::crd::SemanticModel;
 use crate::crd::semantic_model::{Definition, SemanticModelSpec};
@@ -206,10 +207,10 @@ pub fn import(doc: &Value, target: &ImportTarget) -> Result<Vec<SemanticModel>, 
                     )
                 })?;
             let spec = SemanticModelSpec {
-                catalog: target.catalog.clone(),
-                schema: target.schema.clone(),
-                name: Some(name.clone()),
-                comment,
+                catalog: target.catalog.as_str().into(),
+                schema: target.schema.as_str().into(),
+                name: Some(name.as_str().into()),
+                comment: comment.map(SmolStr::from),
                 properties: Default::default(),
                 rebind: None,
                 definition,
@@ -235,7 +236,7 @@ pub fn export(models: &[SemanticModel]) -> Value {
             let mut out = Map::new();
             out.insert("name".into(), Value::String(m.model_name().to_string()));
             if let Some(c) = &m.spec.comment {
-                out.insert("description".into(), Value::String(c.clone()));
+                out.insert("description".into(), Value::String(c.to_string()));
             }
             if let Value::Object(def) = rename_keys(&definition, camel_to_snake) {
                 out.extend(def);

@@ -400,7 +400,7 @@ pub fn status_with(
     let generation = model.metadata.generation;
     SemanticModelStatus {
         observed_generation: generation,
-        model_name: Some(model.model_name().to_string()),
+        model_name: Some(model.model_name().into()),
         dataset_count: Some(model.spec.definition.datasets.len() as i64),
         metric_count: Some(model.spec.definition.metrics.as_ref().map_or(0, Vec::len) as i64),
         conditions: conditions::merge(&previous.conditions, conditions, generation, now),

@@ -212,7 +212,7 @@ mod tests {
         pairs
             .iter()
             .map(|(name, id)| MetricIdentity {
-                name: name.to_string(),
+                name: (*name).into(),
                 id: id.to_string(),
             })
             .collect()
