@@ -56,7 +56,7 @@ fn model(i: usize) -> SemanticModel {
         metrics: (0..METRICS)
             .map(|k| MetricIdentity {
                 name: format!("metric_{k}").into(),
-                id: uuid::Uuid::now_v7().to_string(),
+                id: semops::model::identity::mint_metric_id(),
             })
             .collect(),
         ..Default::default()

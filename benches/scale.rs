@@ -33,10 +33,11 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client, Resource, ResourceExt};
+use semops::crd::conditions::Condition;
 use semops::crd::semantic_model::{MetricIdentity, SourceAssociation, SourceName};
 use semops::crd::{SemanticModel, SemanticModelStatus};
 use support::db::{mariadb, postgres};
@@ -151,7 +152,7 @@ async fn bare_writes(client: &Client, ns: &str, n: usize) -> Duration {
                 metrics: (0..METRICS)
                     .map(|k| MetricIdentity {
                         name: format!("metric_{k}").into(),
-                        id: uuid::Uuid::now_v7().to_string(),
+                        id: semops::model::identity::mint_metric_id(),
                     })
                     .collect(),
                 conditions: ["Ready", "Valid", "SourcesResolved", "SourcesCurrent"]

@@ -73,7 +73,7 @@ fn metric_ids(models: &[SemanticModel]) -> Vec<((String, String), String)> {
             m.status
                 .iter()
                 .flat_map(|s| s.metrics.clone())
-                .map(move |i| ((uid.clone(), i.name.to_string()), i.id))
+                .map(move |i| ((uid.clone(), i.name.to_string()), i.id.to_string()))
         })
         .collect()
 }

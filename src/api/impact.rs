@@ -181,7 +181,7 @@ pub fn model_impacts(
                         .metrics
                         .iter()
                         .find(|x| x.name == *name)
-                        .map(|x| x.id.clone())
+                        .map(|x| x.id.to_string())
                         .unwrap_or_default(),
                 })
                 .collect();

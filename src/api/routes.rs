@@ -564,7 +564,14 @@ fn metric_id(
     let model = namespace.last()?;
     let (m, _) = models.iter().find(|(m, _)| m.model_name() == model)?;
     let status = m.status.as_ref()?;
-    Some(status.metrics.iter().find(|i| i.name == name)?.id.clone())
+    Some(
+        status
+            .metrics
+            .iter()
+            .find(|i| i.name == name)?
+            .id
+            .to_string(),
+    )
 }
 
 /// DESIGN 6.3: model identifiers of a schema.
@@ -672,7 +679,7 @@ pub struct ModelView {
     /// The model's conditions now (Ready, Valid, SourcesResolved, SourcesCurrent); the current
     /// revision only.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    conditions: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
+    conditions: Vec<crate::crd::conditions::Condition>,
     /// Sources whose live state no longer matches their binding; the current revision only.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     source_drift: Vec<crate::crd::semantic_model::SourceDrift>,

@@ -14,6 +14,7 @@ use super::error::ApiError;
 use super::extract::Path;
 use super::revisions::{Kept, kept_revisions};
 use super::routes::{ok, visible_model};
+use crate::crd::metric_id::MetricId;
 use crate::crd::semantic_model::{MetricIdentity, SemanticModelStatus};
 use crate::model::canonical::definition_hash;
 
@@ -66,10 +67,8 @@ pub fn history(kept: &[Kept], status: &SemanticModelStatus) -> Vec<Version> {
                 _ => None,
             };
             let metrics_added = mine.zip(before).map(|(mine, before)| {
-                let old: HashSet<&str> = before.iter().map(|m| m.id.as_str()).collect();
-                mine.into_iter()
-                    .filter(|m| !old.contains(m.id.as_str()))
-                    .collect()
+                let old: HashSet<&MetricId> = before.iter().map(|m| &m.id).collect();
+                mine.into_iter().filter(|m| !old.contains(&m.id)).collect()
             });
             Version {
                 revision: k.revision,
@@ -146,7 +145,7 @@ mod tests {
                 .iter()
                 .map(|(n, i, r)| RetiredMetric {
                     name: (*n).into(),
-                    id: i.to_string(),
+                    id: (*i).into(),
                     retired_in_revision: *r,
                 })
                 .collect(),
@@ -154,10 +153,10 @@ mod tests {
         }
     }
 
-    fn added(v: &Version) -> Option<Vec<&str>> {
+    fn added(v: &Version) -> Option<Vec<String>> {
         v.metrics_added
             .as_ref()
-            .map(|a| a.iter().map(|m| m.id.as_str()).collect())
+            .map(|a| a.iter().map(|m| m.id.to_string()).collect())
     }
 
     #[test]
@@ -175,25 +174,30 @@ mod tests {
         );
         let h = history(&kept, &st);
         // (revision, ids added, ids retired, current)
-        type Row<'a> = (i64, Option<Vec<&'a str>>, Vec<&'a str>, bool);
+        type Row = (i64, Option<Vec<String>>, Vec<String>, bool);
         let table: Vec<Row> = h
             .iter()
             .map(|v| {
                 (
                     v.revision,
                     added(v),
-                    v.metrics_retired.iter().map(|m| m.id.as_str()).collect(),
+                    v.metrics_retired.iter().map(|m| m.id.to_string()).collect(),
                     v.current,
                 )
             })
             .collect();
         assert_eq!(
             table,
-            vec![
+            [
                 (1, Some(vec!["a"]), vec![], false),
                 (2, Some(vec!["b"]), vec!["a"], false),
                 (3, Some(vec!["c"]), vec![], true),
             ]
+            .map(|(r, added, retired, current)| {
+                let texts = |v: Vec<&str>| v.into_iter().map(String::from).collect();
+                (r, added.map(texts), texts(retired), current)
+            })
+            .to_vec()
         );
     }
 
@@ -223,8 +227,15 @@ mod tests {
             let current = kept.last().unwrap().revision;
             let st = status(current, vec![id("x", "a"), id("y", "b")], &[]);
             let h = history(kept, &st);
-            let got: Vec<Option<Vec<&str>>> = h.iter().map(added).collect();
-            assert_eq!(&got, want, "{what}");
+            let got: Vec<Option<Vec<String>>> = h.iter().map(added).collect();
+            let want: Vec<Option<Vec<String>>> = want
+                .iter()
+                .map(|w| {
+                    w.as_ref()
+                        .map(|ids| ids.iter().map(|i| i.to_string()).collect())
+                })
+                .collect();
+            assert_eq!(got, want, "{what}");
         }
     }
 
@@ -233,6 +244,6 @@ mod tests {
         let kept = vec![kept(1, Some(vec![id("x", "a")])), kept(2, None)];
         let st = status(2, vec![id("x", "a"), id("y", "b")], &[]);
         let h = history(&kept, &st);
-        assert_eq!(added(&h[1]), Some(vec!["b"]));
+        assert_eq!(added(&h[1]), Some(vec!["b".to_string()]));
     }
 }

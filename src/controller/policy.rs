@@ -109,7 +109,7 @@ mod tests {
     }
     fn ready(s: &ReconcilePolicyStatus) -> (String, String) {
         let c = conditions::find(&s.conditions, ConditionType::Ready).unwrap();
-        (c.status.clone(), c.reason.clone())
+        (c.status.to_string(), c.reason.to_string())
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! full-status PUT preconditioned on the resourceVersion that was read, and — once the write
 //! committed — announces a flip of the condition the caller watches as an Event.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use crate::crd::conditions::Condition;
 use kube::api::PostParams;
 use kube::{Api, Resource, ResourceExt};
 use serde::Serialize;
@@ -107,7 +107,7 @@ pub async fn commit<K: HasStatus>(
             Severity::of(after.status == "True" && !reason.warns_when_true()),
             &reason,
             action,
-            after.message,
+            after.message.to_string(),
         )
         .await;
     }

@@ -8,7 +8,100 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde::{Deserialize, Serialize};
+use smol_str::SmolStr;
+
+/// A status condition: the fields, wire form and schema of Kubernetes' `meta/v1` Condition, with
+/// its strings held as `SmolStr`, so a type, status, reason or message of up to 23 bytes lives in
+/// the value instead of a heap block of its own (four per condition, four conditions per cached
+/// model: docs/architecture.md, "the cached form").
+/// A longer text (most messages) is held once for all objects that carry it ([`shared_text`]).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// Required, as in `meta/v1` (the other strings default to empty when absent).
+    pub last_transition_time: Time,
+    #[serde(default, deserialize_with = "shared")]
+    pub message: SmolStr,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default, deserialize_with = "shared")]
+    pub reason: SmolStr,
+    #[serde(default, deserialize_with = "shared")]
+    pub status: SmolStr,
+    #[serde(rename = "type", default, deserialize_with = "shared")]
+    pub type_: SmolStr,
+}
+
+/// How many distinct long condition texts [`shared_text`] holds at most.
+const SHARED_TEXTS_MAX: usize = 4096;
+
+/// Condition texts longer than `SmolStr`'s inline 23 bytes, each held once: a message is nearly
+/// always one of a few sentences ("definition passed the contract and model-local checks") that
+/// every one of 10,000 models repeats.
+static SHARED_TEXTS: std::sync::LazyLock<SharedTexts> =
+    std::sync::LazyLock::new(|| SharedTexts::new(SHARED_TEXTS_MAX));
+
+/// `text` as a `SmolStr`: inline when short, else the one shared copy of it.
+pub fn shared_text(text: &str) -> SmolStr {
+    SHARED_TEXTS.share(text, || SmolStr::new(text))
+}
+
+/// A bounded set of long texts: when full it starts over (the texts objects already hold stay
+/// valid; they are reference-counted), so a stream of distinct messages cannot grow it.
+struct SharedTexts {
+    texts: std::sync::Mutex<std::collections::HashSet<SmolStr>>,
+    max: usize,
+}
+
+impl SharedTexts {
+    fn new(max: usize) -> Self {
+        SharedTexts {
+            texts: Default::default(),
+            max,
+        }
+    }
+
+    /// The held copy of `text` if there is one; else `make()`, now held too (unless inline).
+    fn share(&self, text: &str, make: impl FnOnce() -> SmolStr) -> SmolStr {
+        if text.len() <= INLINE_MAX {
+            return make();
+        }
+        let mut texts = self
+            .texts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(held) = texts.get(text) {
+            return held.clone();
+        }
+        if texts.len() >= self.max {
+            texts.clear();
+        }
+        let made = make();
+        texts.insert(made.clone());
+        made
+    }
+}
+
+/// The longest text a `SmolStr` holds in the value itself.
+const INLINE_MAX: usize = 23;
+
+fn shared<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<SmolStr, D::Error> {
+    let text = SmolStr::deserialize(deserializer)?;
+    let key = text.clone(); // the same Arc: no copy of the text
+    Ok(SHARED_TEXTS.share(&key, move || text))
+}
+
+/// The schema is `meta/v1` Condition's, word for word: the CRDs do not change.
+impl schemars::JsonSchema for Condition {
+    fn schema_name() -> Cow<'static, str> {
+        <k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition as schemars::JsonSchema>::schema_name()
+    }
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        <k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition as schemars::JsonSchema>::json_schema(generator)
+    }
+}
 
 /// The condition types semops writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -296,6 +389,14 @@ impl Reason {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// As a condition holds it: a documented reason is borrowed from the binary, never copied.
+    fn to_smol_str(&self) -> SmolStr {
+        match &self.0 {
+            Cow::Borrowed(known) => SmolStr::new_static(known),
+            Cow::Owned(text) => SmolStr::new(text),
+        }
+    }
 }
 
 impl fmt::Display for Reason {
@@ -384,7 +485,7 @@ impl Desired {
             type_,
             status: Status::parse(&c.status),
             reason: Reason::kept(&c.reason),
-            message: c.message.clone(),
+            message: c.message.to_string(),
         })
     }
 }
@@ -430,10 +531,10 @@ pub fn merge(
                 _ => now.clone(),
             };
             Condition {
-                type_: d.type_.as_str().to_string(),
-                status: d.status.as_str().to_string(),
-                reason: d.reason.as_str().to_string(),
-                message: d.message,
+                type_: SmolStr::new_static(d.type_.as_str()),
+                status: SmolStr::new_static(d.status.as_str()),
+                reason: d.reason.to_smol_str(),
+                message: shared_text(&d.message),
                 observed_generation: generation,
                 last_transition_time,
             }
@@ -474,6 +575,91 @@ pub fn flipped(before: Option<&Condition>, after: &Condition) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    type UpstreamCondition = k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
+    proptest::proptest! {
+        /// Any condition object (fields present or absent, short or long texts) decodes to the
+        /// same thing as `meta/v1` Condition and encodes back to the same JSON, or is refused
+        /// by both: the wire form did not change with the compact type.
+        #[test]
+        fn wire_form_is_meta_v1_conditions(
+            texts in proptest::collection::vec(proptest::option::of("[ -~]{0,40}|é{0,30}"), 4),
+            generation in proptest::option::of(proptest::num::i64::ANY),
+            with_time in proptest::bool::ANY,
+        ) {
+            let mut object = serde_json::Map::new();
+            for (key, text) in ["type", "status", "reason", "message"].iter().zip(&texts) {
+                if let Some(text) = text {
+                    object.insert(key.to_string(), text.clone().into());
+                }
+            }
+            if let Some(g) = generation {
+                object.insert("observedGeneration".into(), g.into());
+            }
+            if with_time {
+                object.insert("lastTransitionTime".into(), "2026-12-03T06:00:00Z".into());
+            }
+            let json = serde_json::Value::Object(object);
+            let ours = serde_json::from_value::<Condition>(json.clone());
+            let upstream = serde_json::from_value::<UpstreamCondition>(json);
+            match (ours, upstream) {
+                (Ok(ours), Ok(upstream)) => proptest::prop_assert_eq!(
+                    serde_json::to_string(&ours).unwrap(),
+                    serde_json::to_string(&upstream).unwrap()
+                ),
+                (Err(_), Err(_)) => {}
+                (ours, upstream) => proptest::prop_assert!(false, "ours {ours:?}, meta/v1 {upstream:?}"),
+            }
+        }
+
+        /// A text is kept exactly, decoded or built; a long one is one copy however often it
+        /// comes, until the bounded set starts over.
+        #[test]
+        fn shared_texts_keep_the_text_and_share_long_ones(
+            texts in proptest::collection::vec("[ -~]{0,40}", 1..20),
+            picks in proptest::collection::vec(0..12usize, 1..60),
+        ) {
+            for text in &texts {
+                let decoded: Condition = serde_json::from_value(serde_json::json!({
+                    "lastTransitionTime": "2026-12-03T06:00:00Z", "message": text,
+                })).unwrap();
+                proptest::prop_assert_eq!(decoded.message.as_str(), text.as_str());
+                proptest::prop_assert_eq!(shared_text(text), text.as_str());
+            }
+            // Against a model of the set: the texts held since the last start-over.
+            // Twelve texts, two thirds of them long, picked again and again.
+            let pool: Vec<String> = (0..12)
+                .map(|i| if i % 3 == 0 { format!("short {i}") } else { format!("a long condition message, number {i}") })
+                .collect();
+            let set = SharedTexts::new(8);
+            let mut model: std::collections::HashMap<&str, *const u8> = Default::default();
+            for text in picks.iter().map(|&i| &pool[i]) {
+                let got = set.share(text, || SmolStr::new(text));
+                proptest::prop_assert_eq!(got.as_str(), text.as_str());
+                if text.len() > INLINE_MAX {
+                    if let Some(first) = model.get(text.as_str()) {
+                        proptest::prop_assert_eq!(*first, got.as_ptr(), "one copy of {}", text);
+                    } else {
+                        if model.len() >= 8 {
+                            model.clear();
+                        }
+                        model.insert(text, got.as_ptr());
+                    }
+                }
+                proptest::prop_assert_eq!(set.texts.lock().unwrap().len(), model.len());
+            }
+        }
+    }
+
+    #[test]
+    fn schema_is_meta_v1_conditions() {
+        let mut generator = schemars::SchemaGenerator::default();
+        assert_eq!(
+            <Condition as schemars::JsonSchema>::json_schema(&mut generator),
+            <UpstreamCondition as schemars::JsonSchema>::json_schema(&mut generator)
+        );
+    }
 
     fn at(secs: i64) -> Time {
         Time(k8s_openapi::jiff::Timestamp::from_second(secs).unwrap())
@@ -703,7 +889,7 @@ mod tests {
             type_: "Synced".into(),
             status: "True".into(),
             reason: "X".into(),
-            message: String::new(),
+            message: Default::default(),
             observed_generation: None,
             last_transition_time: at(1),
         });

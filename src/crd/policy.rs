@@ -2,7 +2,8 @@
 // `printcolumn(...)` repeats `type_ =` by design; clippy reads that as a duplicated attribute.
 #![allow(clippy::duplicated_attributes)]
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
+use crate::crd::conditions::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 

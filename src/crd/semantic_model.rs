@@ -4,7 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
+use crate::crd::conditions::Condition;
+use crate::crd::metric_id::MetricId;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 use smol_str::SmolStr;
@@ -441,7 +443,7 @@ pub struct MetricIdentity {
     /// Metric name (the identity key within the model).
     pub name: SmolStr,
     /// UUIDv7 minted by semops; never reused.
-    pub id: String,
+    pub id: MetricId,
 }
 
 /// A metric id retired when its name left the definition.
@@ -449,7 +451,7 @@ pub struct MetricIdentity {
 #[serde(rename_all = "camelCase")]
 pub struct RetiredMetric {
     pub name: SmolStr,
-    pub id: String,
+    pub id: MetricId,
     /// Revision whose definition no longer had the name.
     pub retired_in_revision: i64,
 }

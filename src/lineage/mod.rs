@@ -17,6 +17,7 @@ use std::io::Write;
 
 use serde::Serialize;
 
+use crate::crd::metric_id::MetricId;
 use crate::crd::semantic_model::{Definition, MetricIdentity, SourceAssociation};
 
 /// Bounds of one projection (configurable; measured in BENCHMARKS.md before changing).
@@ -372,10 +373,10 @@ pub fn project_model(m: &ModelInput<'_>, limits: &Limits) -> Result<Vec<u8>, Too
         dataset_ids.insert(&d.name, id);
         g.edge(EdgeKind::Contains, root, id);
     }
-    let metric_ids: HashMap<&str, &str> = m
+    let metric_ids: HashMap<&str, &MetricId> = m
         .metric_ids
         .iter()
-        .map(|i| (i.name.as_str(), i.id.as_str()))
+        .map(|i| (i.name.as_str(), &i.id))
         .collect();
     for metric in metrics {
         let text = match metric_ids.get(metric.name.as_str()) {

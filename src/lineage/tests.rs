@@ -44,7 +44,7 @@ fn fixture(datasets: usize, metrics: usize, relationships: usize) -> Fixture {
         metric_ids: (0..metrics)
             .map(|k| MetricIdentity {
                 name: format!("m{k}").into(),
-                id: format!("0190-{k:04}"),
+                id: format!("0190-{k:04}").into(),
             })
             .collect(),
         definition,

@@ -2,18 +2,19 @@
 //! identities; a kept name keeps its id, a new name (or a removed name coming back) gets a fresh
 //! id, a removed name's id is retired. Ids come from `mint`, called only for names that need one.
 
+use crate::crd::metric_id::MetricId;
 use crate::crd::semantic_model::{MetricIdentity, RetiredMetric};
 
 /// Most retired ids kept per model; the oldest are dropped first.
 pub const RETIRED_LIMIT: usize = 200;
 
 /// The live and retired identities after a replace at `revision`.
-pub fn reconcile_metric_ids(
+pub fn reconcile_metric_ids<I: Into<MetricId>>(
     live: &[MetricIdentity],
     retired: &[RetiredMetric],
     names: &[&str],
     revision: i64,
-    mut mint: impl FnMut() -> String,
+    mut mint: impl FnMut() -> I,
 ) -> (Vec<MetricIdentity>, Vec<RetiredMetric>) {
     let next_live: Vec<MetricIdentity> = names
         .iter()
@@ -21,7 +22,7 @@ pub fn reconcile_metric_ids(
             Some(kept) => kept.clone(),
             None => MetricIdentity {
                 name: (*name).into(),
-                id: mint(),
+                id: mint().into(),
             },
         })
         .collect();
@@ -42,9 +43,9 @@ pub fn reconcile_metric_ids(
     (next_live, next_retired)
 }
 
-/// A fresh metric id: a UUIDv7 string.
-pub fn mint_metric_id() -> String {
-    uuid::Uuid::now_v7().to_string()
+/// A fresh metric id: a UUIDv7 (time-ordered, never reused).
+pub fn mint_metric_id() -> MetricId {
+    MetricId::from_uuid(uuid::Uuid::now_v7())
 }
 
 #[cfg(test)]
@@ -61,9 +62,15 @@ mod tests {
         }
     }
 
-    fn ids(live: &[MetricIdentity]) -> Vec<(&str, &str)> {
+    fn ids(live: &[MetricIdentity]) -> Vec<(String, String)> {
         live.iter()
-            .map(|m| (m.name.as_str(), m.id.as_str()))
+            .map(|m| (m.name.to_string(), m.id.to_string()))
+            .collect()
+    }
+
+    fn pairs(want: &[(&str, &str)]) -> Vec<(String, String)> {
+        want.iter()
+            .map(|(n, i)| (n.to_string(), i.to_string()))
             .collect()
     }
 
@@ -71,15 +78,15 @@ mod tests {
     fn the_identity_table_of_the_design_holds() {
         let mut mint = counter();
         let (live, retired) = reconcile_metric_ids(&[], &[], &["a", "b"], 1, &mut mint);
-        assert_eq!(ids(&live), vec![("a", "id1"), ("b", "id2")]);
+        assert_eq!(ids(&live), pairs(&[("a", "id1"), ("b", "id2")]));
 
         // Same names, reordered (expression or order changes do not matter): ids kept.
         let (live, retired) = reconcile_metric_ids(&live, &retired, &["b", "a"], 2, &mut mint);
-        assert_eq!(ids(&live), vec![("b", "id2"), ("a", "id1")]);
+        assert_eq!(ids(&live), pairs(&[("b", "id2"), ("a", "id1")]));
 
         // New name: new id. Removed name: retired.
         let (live, retired) = reconcile_metric_ids(&live, &retired, &["a", "c"], 3, &mut mint);
-        assert_eq!(ids(&live), vec![("a", "id1"), ("c", "id3")]);
+        assert_eq!(ids(&live), pairs(&[("a", "id1"), ("c", "id3")]));
         assert_eq!(
             retired,
             vec![RetiredMetric {
@@ -91,7 +98,10 @@ mod tests {
 
         // A removed name reintroduced later gets a new id, never the retired one.
         let (live, _) = reconcile_metric_ids(&live, &retired, &["a", "c", "b"], 4, &mut mint);
-        assert_eq!(ids(&live), vec![("a", "id1"), ("c", "id3"), ("b", "id4")]);
+        assert_eq!(
+            ids(&live),
+            pairs(&[("a", "id1"), ("c", "id3"), ("b", "id4")])
+        );
     }
 
     #[test]
@@ -99,7 +109,7 @@ mod tests {
         let mut mint = counter();
         let (live, retired) = reconcile_metric_ids(&[], &[], &["Revenue"], 1, &mut mint);
         let (live, retired) = reconcile_metric_ids(&live, &retired, &["revenue"], 2, &mut mint);
-        assert_eq!(ids(&live), vec![("revenue", "id2")]);
+        assert_eq!(ids(&live), pairs(&[("revenue", "id2")]));
         assert_eq!(retired[0].name, "Revenue");
     }
 
@@ -125,14 +135,14 @@ mod tests {
         let old: Vec<RetiredMetric> = (0..RETIRED_LIMIT)
             .map(|i| RetiredMetric {
                 name: format!("old{i}").into(),
-                id: format!("old-id{i}"),
+                id: format!("old-id{i}").into(),
                 retired_in_revision: 1,
             })
             .collect();
         let live: Vec<MetricIdentity> = (0..5)
             .map(|i| MetricIdentity {
                 name: format!("m{i}").into(),
-                id: format!("id{i}"),
+                id: format!("id{i}").into(),
             })
             .collect();
         let (_, retired) = reconcile_metric_ids(&live, &old, &[], 2, counter());
@@ -149,11 +159,11 @@ mod tests {
         let (a, b) = (mint_metric_id(), mint_metric_id());
         assert_ne!(a, b);
         for id in [a, b] {
-            let parsed = uuid::Uuid::parse_str(&id).unwrap();
+            let parsed = uuid::Uuid::parse_str(&id.to_string()).unwrap();
             assert_eq!(parsed.get_version_num(), 7, "{id}");
             assert_eq!(
                 parsed.to_string(),
-                id,
+                id.to_string(),
                 "canonical lower-case hyphenated form"
             );
         }
@@ -172,7 +182,7 @@ mod tests {
             for (rev, names) in revisions.iter().enumerate() {
                 let names: Vec<&str> = names.iter().map(String::as_str).collect();
                 (live, retired) = reconcile_metric_ids(&live, &retired, &names, rev as i64, &mut mint);
-                let now: HashMap<String, String> = live.iter().map(|m| (m.name.to_string(), m.id.clone())).collect();
+                let now: HashMap<String, String> = live.iter().map(|m| (m.name.to_string(), m.id.to_string())).collect();
                 for (name, id) in &now {
                     match previous.get(name) {
                         Some(old) => prop_assert_eq!(old, id, "a present name kept its id"),

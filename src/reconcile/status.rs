@@ -286,7 +286,7 @@ mod tests {
         conditions::find(&s.conditions, ConditionType::Ready)
             .unwrap()
             .reason
-            .clone()
+            .to_string()
     }
 
     #[test]
@@ -351,11 +351,11 @@ mod tests {
     #[test]
     fn conditions_owned_by_other_writers_are_kept() {
         let mut c = catalog("provider: managed");
-        let foreign = vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+        let foreign = vec![crate::crd::conditions::Condition {
             type_: "Audited".into(),
             status: "True".into(),
             reason: "ByPlatformTeam".into(),
-            message: String::new(),
+            message: Default::default(),
             observed_generation: Some(4),
             last_transition_time: now(),
         }];
@@ -416,7 +416,7 @@ mod tests {
 
     fn current(s: &CatalogStatus) -> (String, String) {
         let c = conditions::find(&s.conditions, ConditionType::RegistrationsCurrent).unwrap();
-        (c.reason.clone(), c.message.clone())
+        (c.reason.to_string(), c.message.to_string())
     }
 
     #[test]
@@ -507,11 +507,11 @@ mod tests {
             let base = CatalogStatus {
                 server: Some("pg@first/db".into()),
                 last_check: result.map(check),
-                conditions: vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+                conditions: vec![crate::crd::conditions::Condition {
                     type_: "Ready".into(),
                     status: "True".into(),
                     reason: "Configured".into(),
-                    message: String::new(),
+                    message: Default::default(),
                     observed_generation: Some(4),
                     last_transition_time: now(),
                 }],

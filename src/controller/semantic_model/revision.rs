@@ -213,7 +213,7 @@ mod tests {
             .iter()
             .map(|(name, id)| MetricIdentity {
                 name: (*name).into(),
-                id: id.to_string(),
+                id: (*id).into(),
             })
             .collect()
     }

@@ -109,7 +109,13 @@ fn a_missing_home_catalog_is_rejected_before_any_io() {
 fn reasons(s: &SemanticModelStatus) -> Vec<Triple> {
     s.conditions
         .iter()
-        .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone()))
+        .map(|c| {
+            (
+                c.type_.to_string(),
+                c.status.to_string(),
+                c.reason.to_string(),
+            )
+        })
         .collect()
 }
 
