@@ -50,12 +50,12 @@ fn wire(i: usize) -> String {
         .map(|k| json!({"name": format!("metric_{k}"), "expression": {"dialects": [{"dialect": "ANSI_SQL", "expression": format!("SUM(d0.id) + {k}")}]}, "datatype": "Decimal"}))
         .collect();
     let bindings: Vec<_> = (0..DATASETS)
-        .map(|d| json!({"dataset": format!("d{d}"), "source": {"catalog": "hr", "schema": "bench", "name": format!("t{}", (i * 7 + d * 131) % 1000)}, "type": "TABLE", "id": format!("{}", 16384 + d), "revision": 1, "columns": [{"name": "id", "type": "integer"}]}))
+        .map(|d| json!({"dataset": format!("d{d}"), "source": {"catalog": "hr", "schema": "bench", "name": format!("t{}", (i * 7 + d * 131) % 1000)}, "type": "TABLE", "id": format!("pg:7313918441042311863:16412:r{}", 20000 + (i * 7 + d * 131) % 1000), "revision": 1, "columns": [{"name": "id", "type": "integer"}]}))
         .collect();
     let ids: Vec<_> = (0..METRICS)
         .map(|k| json!({"name": format!("metric_{k}"), "id": format!("019a8f3c-0000-7000-8000-{i:08}{k:04}")}))
         .collect();
-    let condition = |t: &str| json!({"type": t, "status": "True", "reason": "Accepted", "message": "revision 1 accepted", "lastTransitionTime": "2026-12-03T06:00:00Z", "observedGeneration": 1});
+    let condition = |t: &str, reason: &str, message: &str| json!({"type": t, "status": "True", "reason": reason, "message": message, "lastTransitionTime": "2026-12-03T06:00:00Z", "observedGeneration": 1});
     json!({
         "apiVersion": "semops.io/v1alpha1", "kind": "SemanticModel",
         "metadata": {"name": format!("model-{i}"), "namespace": "bench-scale", "uid": format!("6f1c2d3e-0000-4000-8000-{i:012}"),
@@ -64,9 +64,14 @@ fn wire(i: usize) -> String {
         "spec": {"catalog": "analytics", "schema": "semantic", "name": format!("model_{i}"),
                  "definition": {"datasets": datasets, "metrics": metrics}},
         "status": {"observedGeneration": 1, "modelName": format!("model_{i}"), "datasetCount": DATASETS, "metricCount": METRICS,
-                   "acceptedGeneration": 1, "revision": 1, "definitionHash": "a".repeat(64), "snapshotHash": "b".repeat(64),
+                   "acceptedGeneration": 1, "revision": 1, "definitionHash": format!("sha256:{}", "a".repeat(64)), "snapshotHash": format!("sha256:{}", "b".repeat(64)),
                    "sourceAssociations": bindings, "metrics": ids,
-                   "conditions": [condition("Ready"), condition("Accepted"), condition("SourcesBound"), condition("Reconciled")]}
+                   "conditions": [
+                       condition("Ready", "Accepted", "revision 1 accepted"),
+                       condition("Valid", "Valid", "definition passed the contract and model-local checks"),
+                       condition("SourcesResolved", "Resolved", &format!("{DATASETS} distinct source(s) resolved")),
+                       condition("SourcesCurrent", "Current", &format!("all {DATASETS} association(s) match their sources")),
+                   ]}
     })
     .to_string()
 }

@@ -14,7 +14,7 @@ use super::error::ApiError;
 use super::extract::Path;
 use super::revisions::{Kept, kept_revisions};
 use super::routes::{ok, visible_model};
-use crate::crd::metric_id::MetricId;
+use crate::crd::packed::MetricId;
 use crate::crd::semantic_model::{MetricIdentity, SemanticModelStatus};
 use crate::model::canonical::definition_hash;
 

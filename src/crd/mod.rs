@@ -4,7 +4,7 @@
 
 pub mod catalog;
 pub mod conditions;
-pub mod metric_id;
+pub mod packed;
 pub mod policy;
 pub mod schema;
 pub mod semantic_model;

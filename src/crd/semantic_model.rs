@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use crate::crd::conditions::Condition;
-use crate::crd::metric_id::MetricId;
+use crate::crd::packed::{Digest, MetricId};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
@@ -331,13 +331,13 @@ pub struct SemanticModelStatus {
     pub revision: Option<i64>,
     /// Canonical hash of the accepted definition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub definition_hash: Option<String>,
+    pub definition_hash: Option<Digest>,
     /// `spec.rebind` as of the last replace; a different value asks for a fresh resolution.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accepted_rebind: Option<SmolStr>,
     /// Hash of the accepted snapshot (definition, name, comment, properties).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub snapshot_hash: Option<String>,
+    pub snapshot_hash: Option<Digest>,
     /// One entry per dataset: the source as resolved at the last replace, with its native id.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub source_associations: Vec<SourceAssociation>,

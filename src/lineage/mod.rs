@@ -17,7 +17,7 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use crate::crd::metric_id::MetricId;
+use crate::crd::packed::MetricId;
 use crate::crd::semantic_model::{Definition, MetricIdentity, SourceAssociation};
 
 /// Bounds of one projection (configurable; measured in BENCHMARKS.md before changing).

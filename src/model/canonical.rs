@@ -103,13 +103,19 @@ pub fn decide(
     if accepted.revision.is_none() || accepted.definition_hash.is_none() {
         return Change::Replace(ReplaceReason::FirstAcceptance);
     }
-    if accepted.definition_hash.as_deref() != Some(definition_hash(&spec.definition).as_str()) {
+    let hash = definition_hash(&spec.definition);
+    if !accepted
+        .definition_hash
+        .as_ref()
+        .is_some_and(|h| *h == hash)
+    {
         return Change::Replace(ReplaceReason::DefinitionChanged);
     }
     if accepted.accepted_rebind != spec.rebind {
         return Change::Replace(ReplaceReason::Rebind);
     }
-    if accepted.snapshot_hash.as_deref() != Some(snapshot_hash(spec, model_name).as_str()) {
+    let hash = snapshot_hash(spec, model_name);
+    if !accepted.snapshot_hash.as_ref().is_some_and(|h| *h == hash) {
         return Change::Preserve;
     }
     Change::NoOp
@@ -133,9 +139,9 @@ mod tests {
     fn accepted(s: &SemanticModelSpec, name: &str) -> SemanticModelStatus {
         SemanticModelStatus {
             revision: Some(1),
-            definition_hash: Some(definition_hash(&s.definition)),
+            definition_hash: Some(definition_hash(&s.definition).into()),
             accepted_rebind: s.rebind.clone(),
-            snapshot_hash: Some(snapshot_hash(s, name)),
+            snapshot_hash: Some(snapshot_hash(s, name).into()),
             ..Default::default()
         }
     }

@@ -2,7 +2,7 @@
 //! identities; a kept name keeps its id, a new name (or a removed name coming back) gets a fresh
 //! id, a removed name's id is retired. Ids come from `mint`, called only for names that need one.
 
-use crate::crd::metric_id::MetricId;
+use crate::crd::packed::MetricId;
 use crate::crd::semantic_model::{MetricIdentity, RetiredMetric};
 
 /// Most retired ids kept per model; the oldest are dropped first.

@@ -210,7 +210,7 @@ async fn decide(
         }
         Change::Preserve => (
             SemanticModelStatus {
-                snapshot_hash: Some(canonical::snapshot_hash(&model.spec, name)),
+                snapshot_hash: Some(canonical::snapshot_hash(&model.spec, name).into()),
                 ..accepted.clone()
             },
             None,
@@ -234,7 +234,10 @@ async fn decide(
         ctx,
         model,
         revision,
-        next.snapshot_hash.clone().unwrap_or_default(),
+        next.snapshot_hash
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default(),
         &next.metrics,
     )
     .await?;
@@ -279,9 +282,9 @@ fn replaced(
         identity::mint_metric_id,
     );
     SemanticModelStatus {
-        definition_hash: Some(canonical::definition_hash(&model.spec.definition)),
+        definition_hash: Some(canonical::definition_hash(&model.spec.definition).into()),
         accepted_rebind: model.spec.rebind.clone(),
-        snapshot_hash: Some(canonical::snapshot_hash(&model.spec, model.model_name())),
+        snapshot_hash: Some(canonical::snapshot_hash(&model.spec, model.model_name()).into()),
         source_associations: sources::build_associations(&model.spec.definition, lookups, revision),
         metrics,
         retired_metrics: retired,
