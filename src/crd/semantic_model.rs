@@ -105,7 +105,7 @@ pub struct Definition {
     pub metrics: Option<Vec<Metric>>,
     /// Vendor-specific extensions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub custom_extensions: Option<Vec<CustomExtension>>,
+    pub custom_extensions: Option<Box<[CustomExtension]>>,
 }
 
 /// A logical dataset: a business entity backed by one table or view.
@@ -120,11 +120,13 @@ pub struct Dataset {
     #[schemars(length(min = 1))]
     pub source: SmolStr,
     /// Primary key columns of the source (single or composite).
+    // Lists here and below are boxed slices: a cached model holds them at exact size, so a `Vec`'s
+    // capacity word is 8 spare bytes in every dataset, field and metric (docs/architecture.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub primary_key: Option<Vec<SmolStr>>,
+    pub primary_key: Option<Box<[SmolStr]>>,
     /// Unique keys of the source, each a list of columns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unique_keys: Option<Vec<Vec<SmolStr>>>,
+    pub unique_keys: Option<Box<[Vec<SmolStr>]>>,
     /// Human-readable description.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<SmolStr>,
@@ -135,10 +137,10 @@ pub struct Dataset {
     /// Row-level attributes. Names are unique within the dataset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
-    pub fields: Option<Vec<Field>>,
+    pub fields: Option<Box<[Field]>>,
     /// Vendor-specific extensions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub custom_extensions: Option<Vec<CustomExtension>>,
+    pub custom_extensions: Option<Box<[CustomExtension]>>,
 }
 
 /// A row-level attribute used for grouping, filtering and metric expressions.
@@ -170,7 +172,7 @@ pub struct Field {
     pub ai_context: Option<Box<serde_json::Value>>,
     /// Vendor-specific extensions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub custom_extensions: Option<Vec<CustomExtension>>,
+    pub custom_extensions: Option<Box<[CustomExtension]>>,
 }
 
 /// Dimension metadata of a field.
@@ -208,7 +210,7 @@ pub struct Relationship {
     pub ai_context: Option<Box<serde_json::Value>>,
     /// Vendor-specific extensions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub custom_extensions: Option<Vec<CustomExtension>>,
+    pub custom_extensions: Option<Box<[CustomExtension]>>,
 }
 
 /// A quantitative measure of the model.
@@ -232,7 +234,7 @@ pub struct Metric {
     pub ai_context: Option<Box<serde_json::Value>>,
     /// Vendor-specific extensions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub custom_extensions: Option<Vec<CustomExtension>>,
+    pub custom_extensions: Option<Box<[CustomExtension]>>,
 }
 
 /// An expression with one entry per dialect.
@@ -242,7 +244,7 @@ pub struct Expression {
     /// The expression in each dialect; each dialect at most once.
     #[schemars(length(min = 1))]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["dialect"]))]
-    pub dialects: Vec<DialectExpression>,
+    pub dialects: Box<[DialectExpression]>,
 }
 
 /// An expression written in one dialect.

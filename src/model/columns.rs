@@ -447,7 +447,7 @@ pub fn dataset_usage(def: &Definition, dataset: &str, source_columns: &[String])
         u.keys.push("primaryKey".into());
     }
     u.keys.extend(
-        (0..ds.unique_keys.as_ref().map_or(0, Vec::len)).map(|k| format!("uniqueKeys[{k}]")),
+        (0..ds.unique_keys.as_ref().map_or(0, |k| k.len())).map(|k| format!("uniqueKeys[{k}]")),
     );
     u.relationships = def
         .relationships
