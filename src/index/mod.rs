@@ -15,7 +15,7 @@ use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 use smol_str::SmolStr;
 
-use small_set::SmallSet;
+use small_set::{SmallSet, TieredSet};
 
 use crate::crd::SemanticModel;
 use crate::crd::conditions::{self, ConditionType, Reason};
@@ -44,22 +44,24 @@ type ModelRef = ObjectRef<SemanticModel>;
 /// (`cargo bench --bench memory`).
 #[derive(Default)]
 pub struct Inner {
-    by_source: HashMap<Arc<SourceKey>, BTreeSet<(Arc<str>, SmolStr)>>, // (model object name, dataset)
+    by_source: HashMap<Arc<SourceKey>, TieredSet<(Arc<str>, SmolStr)>>, // (model object name, dataset)
     by_home: HashMap<Arc<HomeKey>, HomeModels>,
-    /// What each model contributed, so an update or delete removes exactly that.
-    contributed: HashMap<(String, Arc<str>), Contribution>,
+    /// What each model contributed, so an update or delete removes exactly that; by namespace,
+    /// then model object name, so a namespace is held once, not once per model.
+    contributed: HashMap<Arc<str>, HashMap<Arc<str>, Contribution>>,
 }
 
 /// The models of one home schema: all of them, and by model name (a single-model read must not
 /// walk a schema of 10,000 models to find one).
 #[derive(Default)]
 struct HomeModels {
-    objects: BTreeSet<Arc<str>>,                  // model object names
-    by_name: HashMap<String, SmallSet<Arc<str>>>, // model name -> object names claiming it
+    objects: BTreeSet<Arc<str>>,                    // model object names
+    by_name: HashMap<Arc<str>, SmallSet<Arc<str>>>, // model name -> object names claiming it
 }
 
-/// The source keys, and the home with the model name, one model added.
-type Contribution = (Vec<Arc<SourceKey>>, Option<(Arc<HomeKey>, String)>);
+/// The source keys, and the home with the model name (the copy `by_name` holds), one model
+/// added.
+type Contribution = (Box<[Arc<SourceKey>]>, Option<(Arc<HomeKey>, Arc<str>)>);
 
 /// The shared copy of `key` held by `map`, or a new one.
 fn interned<K: Eq + std::hash::Hash, V>(map: &HashMap<Arc<K>, V>, key: K) -> Arc<K> {
@@ -140,15 +142,26 @@ impl Inner {
         );
         let home_models = inner.by_home.entry(home.clone()).or_default();
         home_models.objects.insert(name.clone());
-        let model_name = m.model_name().to_string();
+        // The model name is usually the object name: then one copy serves both.
+        let model_name: Arc<str> = match home_models.by_name.get_key_value(m.model_name()) {
+            Some((held, _)) => held.clone(),
+            None if *name == *m.model_name() => name.clone(),
+            None => Arc::from(m.model_name()),
+        };
         home_models
             .by_name
             .entry(model_name.clone())
             .or_default()
             .insert(name.clone());
+        let namespace = match inner.contributed.get_key_value(ns.as_str()) {
+            Some((held, _)) => held.clone(),
+            None => Arc::from(ns.as_str()),
+        };
         inner
             .contributed
-            .insert((ns, name), (sources, Some((home, model_name))));
+            .entry(namespace)
+            .or_default()
+            .insert(name, (sources.into_boxed_slice(), Some((home, model_name))));
     }
 }
 
@@ -202,7 +215,7 @@ impl ModelIndex {
     pub fn sizes(&self) -> (usize, usize) {
         let inner = self.maps.read();
         (
-            inner.by_source.values().map(BTreeSet::len).sum(),
+            inner.by_source.values().map(TieredSet::len).sum(),
             inner.by_home.values().map(|h| h.objects.len()).sum(),
         )
     }
@@ -210,10 +223,15 @@ impl ModelIndex {
 
 impl Inner {
     fn remove(&mut self, ns: &str, name: &str) {
-        let Some((sources, home)) = self.contributed.remove(&(ns.to_string(), Arc::from(name)))
-        else {
+        let Some(models) = self.contributed.get_mut(ns) else {
             return;
         };
+        let Some((sources, home)) = models.remove(name) else {
+            return;
+        };
+        if models.is_empty() {
+            self.contributed.remove(ns);
+        }
         for key in sources {
             if let Some(set) = self.by_source.get_mut(&key) {
                 set.retain(|(m, _)| &**m != name);
@@ -226,10 +244,10 @@ impl Inner {
             && let Some(home_models) = self.by_home.get_mut(&key)
         {
             home_models.objects.remove(name);
-            if let Some(set) = home_models.by_name.get_mut(&model_name) {
+            if let Some(set) = home_models.by_name.get_mut(&*model_name) {
                 set.remove(name);
                 if set.is_empty() {
-                    home_models.by_name.remove(&model_name);
+                    home_models.by_name.remove(&*model_name);
                 }
             }
             if home_models.objects.is_empty() {
@@ -379,7 +397,7 @@ mod tests {
     /// contributed is the very copy the maps hold (interned, not duplicated).
     fn snapshot(idx: &ModelIndex) -> Snapshot {
         let inner = idx.maps.read();
-        for (sources, home) in inner.contributed.values() {
+        for (sources, home) in inner.contributed.values().flat_map(HashMap::values) {
             for s in sources {
                 let (held, _) = inner
                     .by_source
@@ -387,9 +405,17 @@ mod tests {
                     .expect("contributed key indexed");
                 assert!(Arc::ptr_eq(held, s), "a source key was copied, not shared");
             }
-            if let Some((h, _)) = home {
-                let (held, _) = inner.by_home.get_key_value(&**h).expect("home indexed");
+            if let Some((h, model_name)) = home {
+                let (held, home_models) = inner.by_home.get_key_value(&**h).expect("home indexed");
                 assert!(Arc::ptr_eq(held, h), "a home key was copied, not shared");
+                let (held, _) = home_models
+                    .by_name
+                    .get_key_value(&**model_name)
+                    .expect("model name indexed");
+                assert!(
+                    Arc::ptr_eq(held, model_name),
+                    "a model name was copied, not shared"
+                );
             }
         }
         let mut by_source: Vec<_> = inner
@@ -411,7 +437,7 @@ mod tests {
                 let mut by_name: Vec<(String, Vec<String>)> = home
                     .by_name
                     .iter()
-                    .map(|(n, set)| (n.clone(), set.iter().map(|m| m.to_string()).collect()))
+                    .map(|(n, set)| (n.to_string(), set.iter().map(|m| m.to_string()).collect()))
                     .collect();
                 by_name.sort();
                 let objects = home.objects.iter().map(|m| m.to_string()).collect();
@@ -421,8 +447,11 @@ mod tests {
         by_home.sort();
         let mut contributed: Vec<_> = inner
             .contributed
-            .keys()
-            .map(|(ns, m)| (ns.clone(), m.to_string()))
+            .iter()
+            .flat_map(|(ns, models)| {
+                assert!(!models.is_empty(), "a namespace without models is dropped");
+                models.keys().map(|m| (ns.to_string(), m.to_string()))
+            })
             .collect();
         contributed.sort();
         (by_source, by_home, contributed)

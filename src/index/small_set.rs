@@ -4,6 +4,7 @@
 //! tail, so it suits sets of a few entries only.
 
 use std::borrow::Borrow;
+use std::collections::BTreeSet;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SmallSet<T>(Vec<T>);
@@ -76,11 +77,99 @@ impl<'a, T> IntoIterator for &'a SmallSet<T> {
     }
 }
 
+/// A sorted set that is a [`SmallSet`] while it is small and a `BTreeSet` once it grows past
+/// [`TIERED_SMALL_MAX`]: a source bound by a few dozen models costs exactly its entries (a
+/// B-tree spent ~75 bytes on each 40-byte entry), one bound by thousands keeps logarithmic
+/// inserts. It returns to the small form only below half the limit, so a set that hovers at the
+/// limit does not convert back and forth.
+#[derive(Clone, Debug)]
+pub enum TieredSet<T> {
+    Small(SmallSet<T>),
+    Large(BTreeSet<T>),
+}
+
+/// Entries a [`TieredSet`] holds in its small form at most.
+pub const TIERED_SMALL_MAX: usize = 64;
+
+impl<T> Default for TieredSet<T> {
+    fn default() -> Self {
+        TieredSet::Small(SmallSet::default())
+    }
+}
+
+impl<T: Ord> TieredSet<T> {
+    /// Adds `value`; false when it was there already.
+    pub fn insert(&mut self, value: T) -> bool {
+        match self {
+            TieredSet::Large(set) => set.insert(value),
+            TieredSet::Small(small) => {
+                let added = small.insert(value);
+                if small.len() > TIERED_SMALL_MAX {
+                    let entries = std::mem::take(&mut small.0);
+                    *self = TieredSet::Large(entries.into_iter().collect());
+                }
+                added
+            }
+        }
+    }
+
+    /// Keeps the entries `keep` accepts.
+    pub fn retain(&mut self, mut keep: impl FnMut(&T) -> bool) {
+        match self {
+            TieredSet::Small(small) => {
+                small.0.retain(|v| keep(v));
+                small.0.shrink_to_fit();
+            }
+            TieredSet::Large(set) => {
+                set.retain(|v| keep(v));
+                if set.len() <= TIERED_SMALL_MAX / 2 {
+                    let entries: Vec<T> = std::mem::take(set).into_iter().collect();
+                    *self = TieredSet::Small(SmallSet(entries));
+                }
+            }
+        }
+    }
+}
+
+impl<T> TieredSet<T> {
+    /// In ascending order.
+    pub fn iter(&self) -> TieredIter<'_, T> {
+        match self {
+            TieredSet::Small(small) => TieredIter::Small(small.0.iter()),
+            TieredSet::Large(set) => TieredIter::Large(set.iter()),
+        }
+    }
+    pub fn len(&self) -> usize {
+        match self {
+            TieredSet::Small(small) => small.len(),
+            TieredSet::Large(set) => set.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A [`TieredSet`]'s entries in ascending order.
+pub enum TieredIter<'a, T> {
+    Small(std::slice::Iter<'a, T>),
+    Large(std::collections::btree_set::Iter<'a, T>),
+}
+
+impl<'a, T> Iterator for TieredIter<'a, T> {
+    type Item = &'a T;
+    fn next(&mut self) -> Option<&'a T> {
+        match self {
+            TieredIter::Small(it) => it.next(),
+            TieredIter::Large(it) => it.next(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use std::collections::BTreeSet;
 
     proptest! {
         /// Any sequence of inserts and removals leaves what a `BTreeSet` would hold, in the
@@ -99,6 +188,36 @@ mod tests {
                 prop_assert_eq!(small.0.capacity(), small.len());
                 for probe in 0u8..8 {
                     prop_assert_eq!(small.get(&probe), btree.get(&probe));
+                }
+            }
+        }
+    }
+
+    proptest! {
+        /// Inserts and removals across both forms (sets grow past the small limit and shrink
+        /// back) leave what a `BTreeSet` would hold, in the same order; the small form keeps no
+        /// spare room, and the form follows the limit with its hysteresis.
+        #[test]
+        fn tiered_behaves_as_a_btree_set(
+            ops in prop::collection::vec((0u8..4, 0u16..160), 0..600)
+        ) {
+            let (mut tiered, mut btree) = (TieredSet::default(), BTreeSet::new());
+            for (op, v) in ops {
+                if op < 3 {
+                    prop_assert_eq!(tiered.insert(v), btree.insert(v));
+                } else {
+                    // Removes a band of values, as a model leaving every source does.
+                    tiered.retain(|x| x / 16 != v / 16);
+                    btree.retain(|x| x / 16 != v / 16);
+                }
+                prop_assert!(tiered.iter().eq(btree.iter()));
+                prop_assert_eq!(tiered.len(), btree.len());
+                match &tiered {
+                    TieredSet::Small(small) => {
+                        prop_assert!(small.len() <= TIERED_SMALL_MAX);
+                        prop_assert_eq!(small.0.capacity(), small.len());
+                    }
+                    TieredSet::Large(set) => prop_assert!(set.len() > TIERED_SMALL_MAX / 2),
                 }
             }
         }
