@@ -699,11 +699,11 @@ async fn run_scale(n: usize, rows: &mut Vec<Row>) {
             ),
         ));
     }
-    // The namespace controller deletes their objects in the background; the next count (and
-    // the stale rounds) must not share the cores with it.
     for Row(what, result) in &rows[first_row..] {
         eprintln!("[bench] | {what} | {result} |");
     }
+    // The namespace controller deletes its objects in the background; the next count (and
+    // the stale rounds) must not share the cores with it.
     let name = ns.name.clone();
     drop(ns);
     wait_deleted(env, &[name]);

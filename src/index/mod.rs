@@ -70,6 +70,11 @@ fn interned<K: Eq + std::hash::Hash, V>(map: &HashMap<Arc<K>, V>, key: K) -> Arc
         .unwrap_or_else(|| Arc::new(key))
 }
 
+/// The copy of the text `s` that `map` holds as a key, if any.
+fn held_str<V>(map: &HashMap<Arc<str>, V>, s: &str) -> Option<Arc<str>> {
+    map.get_key_value(s).map(|(k, _)| k.clone())
+}
+
 /// The read API's indexes.
 #[derive(Default)]
 pub struct ModelIndex {
@@ -143,20 +148,19 @@ impl Inner {
         let home_models = inner.by_home.entry(home.clone()).or_default();
         home_models.objects.insert(name.clone());
         // The model name is usually the object name: then one copy serves both.
-        let model_name: Arc<str> = match home_models.by_name.get_key_value(m.model_name()) {
-            Some((held, _)) => held.clone(),
-            None if *name == *m.model_name() => name.clone(),
-            None => Arc::from(m.model_name()),
-        };
+        let model_name = held_str(&home_models.by_name, m.model_name()).unwrap_or_else(|| {
+            if *name == *m.model_name() {
+                name.clone()
+            } else {
+                Arc::from(m.model_name())
+            }
+        });
         home_models
             .by_name
             .entry(model_name.clone())
             .or_default()
             .insert(name.clone());
-        let namespace = match inner.contributed.get_key_value(ns.as_str()) {
-            Some((held, _)) => held.clone(),
-            None => Arc::from(ns.as_str()),
-        };
+        let namespace = held_str(&inner.contributed, &ns).unwrap_or_else(|| Arc::from(ns.as_str()));
         inner
             .contributed
             .entry(namespace)
