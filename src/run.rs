@@ -224,21 +224,8 @@ pub async fn run(
         move |e| t.on_policy(e, &s),
     ));
 
-    {
-        let (ready, stores) = (ready.clone(), stores.clone());
-        tokio::spawn(async move {
-            let synced = tokio::try_join!(
-                wait_synced(&stores.models),
-                wait_synced(&stores.catalogs),
-                wait_synced(&stores.policies)
-            );
-            if synced.is_ok() {
-                tracing::info!("caches synced; ready");
-                ready.store(true, Ordering::Release);
-            }
-        });
-    }
-
+    // Readiness waits on these and, further down, on the read API's TLS settings.
+    let stores_for_ready = stores.clone();
     let mut elector_task = None;
     let leader = if cfg.leader_election {
         let api = Api::namespaced(client.clone(), &cfg.lease_namespace);
@@ -371,6 +358,27 @@ pub async fn run(
         tls = api_tls.is_some(),
         "serving the read API"
     );
+    {
+        let (ready, stores, tls) = (ready.clone(), stores_for_ready, api_tls.clone());
+        tokio::spawn(async move {
+            let synced = tokio::try_join!(
+                wait_synced(&stores.models),
+                wait_synced(&stores.catalogs),
+                wait_synced(&stores.policies)
+            );
+            if synced.is_err() {
+                return;
+            }
+            // Ready only once the front proxy is known: a Service must not route the API
+            // server's aggregated requests to a replica that would answer them 401.
+            if let Some(tls) = tls {
+                tracing::info!("caches synced; waiting for the read API's front-proxy settings");
+                tls.settled().await;
+            }
+            tracing::info!("caches synced; ready");
+            ready.store(true, Ordering::Release);
+        });
+    }
     let probe_state = server::ProbeState {
         ready,
         metrics,

@@ -1,5 +1,5 @@
-//! Probe and metrics HTTP server: `/healthz` (process alive), `/readyz` (caches synced),
-//! `/metrics` (Prometheus text).
+//! Probe and metrics HTTP server: `/healthz` (process alive), `/readyz` (caches synced and
+//! the read API's front-proxy settings read), `/metrics` (Prometheus text).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -50,7 +50,10 @@ async fn readyz(State(s): State<ProbeState>) -> impl IntoResponse {
     if s.ready.load(Ordering::Acquire) {
         (StatusCode::OK, "ready")
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "caches not synced")
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: caches not synced, or the read API's front-proxy settings not read yet (see the log)",
+        )
     }
 }
 

@@ -193,14 +193,12 @@ async fn serve(serving: Arc<Serving>) -> (u16, CancellationToken) {
     serve_with(echo(), Some(serving), Limits::default()).await
 }
 
-/// GET /whoami over TLS trusting `server-ca`, optionally with a client certificate; returns the
-/// server's certificate common name and the body, or the handshake error.
-async fn whoami(
+/// A TLS connection trusting `server-ca`, optionally offering a client certificate.
+async fn connect(
     pki: &Pki,
     port: u16,
     client: Option<&str>,
-    headers: &str,
-) -> Result<(String, String), String> {
+) -> Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>, String> {
     let mut roots = rustls::RootCertStore::empty();
     roots
         .add(CertificateDer::from_pem_file(pki.file("server-ca.crt")).unwrap())
@@ -223,10 +221,21 @@ async fn whoami(
     let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
         .unwrap();
-    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+    tokio_rustls::TlsConnector::from(Arc::new(config))
         .connect(ServerName::try_from("localhost").unwrap(), tcp)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())
+}
+
+/// GET /whoami over TLS trusting `server-ca`, optionally with a client certificate; returns the
+/// server's certificate common name and the body, or the handshake error.
+async fn whoami(
+    pki: &Pki,
+    port: u16,
+    client: Option<&str>,
+    headers: &str,
+) -> Result<(String, String), String> {
+    let mut tls = connect(pki, port, client).await?;
     let served = tls.get_ref().1.peer_certificates().unwrap()[0].clone();
     let cn = semops::api::front_proxy::common_name(&served).unwrap_or_default();
     let request =
@@ -272,6 +281,63 @@ async fn only_the_front_proxys_certificate_makes_the_user_headers_count() {
     );
     let (_, body) = whoami(&pki, port, Some("proxy"), "").await.unwrap();
     assert_eq!(body, "nobody", "the front proxy naming no user");
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn a_connection_opened_before_the_front_proxy_was_known_is_closed_when_it_becomes_known() {
+    // The API server keeps its connections open for hours; one made before the front-proxy
+    // settings were read carries no client certificate and would be "nobody" for good.
+    let pki = Pki::new();
+    let serving = Serving::load(pki.file("server1.crt"), pki.file("server1.key")).unwrap();
+    let (port, stop) = serve(serving.clone()).await;
+    let mut early = connect(&pki, port, Some("proxy")).await.unwrap();
+    early
+        .write_all(b"GET /whoami HTTP/1.1\r\nHost: localhost\r\nX-Remote-User: alice\r\n\r\n")
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    while !String::from_utf8_lossy(&seen).ends_with("nobody") {
+        let mut buf = [0u8; 512];
+        let n = early.read(&mut buf).await.unwrap();
+        assert!(
+            n > 0,
+            "closed before answering: {}",
+            String::from_utf8_lossy(&seen)
+        );
+        seen.extend_from_slice(&buf[..n]);
+    }
+
+    assert!(serving.refresh(Some(pki.front_proxy())).unwrap());
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(5), early.read_to_end(&mut rest)).await;
+    assert!(
+        matches!(closed, Ok(Ok(0))),
+        "the idle connection is closed under the new settings: {closed:?} {rest:?}"
+    );
+    let (_, body) = whoami(&pki, port, Some("proxy"), "X-Remote-User: alice\r\n")
+        .await
+        .unwrap();
+    assert_eq!(body, "alice []", "a new connection is the front proxy's");
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn without_a_front_proxy_client_the_settings_are_settled_at_the_first_round() {
+    let pki = Pki::new();
+    let serving = Serving::load(pki.file("server1.crt"), pki.file("server1.key")).unwrap();
+    let stop = CancellationToken::new();
+    let settled = serving.clone();
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), settled.settled())
+            .await
+            .is_err(),
+        "not settled before any round"
+    );
+    tokio::spawn(semops::api::tls::keep_fresh(serving, None, stop.clone()));
+    tokio::time::timeout(Duration::from_secs(5), settled.settled())
+        .await
+        .expect("settled after the first round");
     stop.cancel();
 }
 

@@ -134,9 +134,12 @@ pub async fn serve(
             let _ = stream.set_nodelay(true);
             match tls {
                 None => {
-                    connection(&http, TokioIo::new(stream), app, None, peer.ip(), shutdown).await
+                    let io = TokioIo::new(stream);
+                    connection(&http, io, app, None, peer.ip(), shutdown, None).await
                 }
                 Some(tls) => {
+                    // Taken before the config it is compared with: a change in between closes.
+                    let changes = tls.changes();
                     let current = tls.current();
                     let acceptor = tokio_rustls::TlsAcceptor::from(current.config.clone());
                     let Ok(Ok(stream)) =
@@ -145,7 +148,8 @@ pub async fn serve(
                         return;
                     };
                     let front = tls::front_proxy_of(&current, stream.get_ref().1);
-                    connection(&http, TokioIo::new(stream), app, front, peer.ip(), shutdown).await
+                    let io = TokioIo::new(stream);
+                    connection(&http, io, app, front, peer.ip(), shutdown, Some(changes)).await
                 }
             }
         });
@@ -162,6 +166,7 @@ async fn connection<I, S>(
     front: Option<Arc<FrontProxy>>,
     peer: std::net::IpAddr,
     shutdown: CancellationToken,
+    tls_changes: Option<tokio::sync::watch::Receiver<u64>>,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     S: Service<axum::extract::Request, Response = Response, Error = BoxError>
@@ -182,9 +187,23 @@ async fn connection<I, S>(
     });
     let conn = http.serve_connection(io, service);
     tokio::pin!(conn);
+    // A new TLS config (certificate or front proxy) ends the connection gracefully: the client
+    // reconnects under it. Without TLS (or once the sender is gone) nothing changes.
+    let config_changed = async {
+        if let Some(mut rx) = tls_changes
+            && rx.changed().await.is_ok()
+        {
+            return;
+        }
+        std::future::pending().await
+    };
     tokio::select! {
         _ = conn.as_mut() => {}
         () = shutdown.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+        () = config_changed => {
             conn.as_mut().graceful_shutdown();
             let _ = conn.await;
         }

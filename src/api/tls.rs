@@ -31,6 +31,14 @@ pub struct Serving {
     current: ArcSwap<Current>,
     /// What the current config was built from (files' bytes and the front proxy).
     built_from: Mutex<(Vec<u8>, Vec<u8>, Option<FrontProxy>)>,
+    /// Bumped on every new config: a connection made under an older one is closed gracefully,
+    /// because what it trusts (the front proxy) was fixed at its handshake. The API server keeps
+    /// its connections for hours; one opened before the front-proxy settings were read would
+    /// otherwise answer every aggregated request 401.
+    generation: tokio::sync::watch::Sender<u64>,
+    /// Whether the front-proxy settings were read once (or are not needed): before that the
+    /// read API is not ready, so no Service routes the API server to it.
+    settled: tokio::sync::watch::Sender<bool>,
 }
 
 impl Serving {
@@ -46,11 +54,29 @@ impl Serving {
                 front_proxy: None,
             }),
             built_from: Mutex::new((cert, key, None)),
+            generation: tokio::sync::watch::Sender::new(0),
+            settled: tokio::sync::watch::Sender::new(false),
         }))
     }
 
     pub fn current(&self) -> Arc<Current> {
         self.current.load_full()
+    }
+
+    /// Fires when the config changes after this call; a connection takes it before its handshake.
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.generation.subscribe()
+    }
+
+    /// Records that the front-proxy settings were read (or that there is nothing to read).
+    pub fn mark_settled(&self) {
+        self.settled.send_replace(true);
+    }
+
+    /// Waits until [`Serving::mark_settled`].
+    pub async fn settled(&self) {
+        let mut rx = self.settled.subscribe();
+        let _ = rx.wait_for(|s| *s).await;
     }
 
     /// Re-reads the files and takes `front_proxy`; rebuilds only when something changed.
@@ -67,6 +93,7 @@ impl Serving {
             front_proxy: front_proxy.clone().map(Arc::new),
         }));
         *built = (cert, key, front_proxy);
+        self.generation.send_modify(|g| *g += 1);
         Ok(true)
     }
 }
@@ -214,6 +241,7 @@ pub async fn keep_fresh(
             last_problem = problem;
         }
         failures = if last_problem.is_empty() {
+            serving.mark_settled();
             0
         } else {
             failures + 1
