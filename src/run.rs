@@ -422,15 +422,17 @@ pub async fn run(
         shutdown.clone(),
     );
 
-    let everything = async {
+    let events = ctx.clone();
+    let controllers = async move {
         tokio::join!(
             controller::drain(semantic_model::CONTROLLER, models_ctl),
             controller::drain(catalog::CONTROLLER, catalogs_ctl),
             controller::drain(policy::CONTROLLER, policies_ctl),
-            server,
-            api_server,
-        )
+        );
+        // Events the last reconciles queued go out before the process ends (within the grace).
+        events.events.flush().await;
     };
+    let everything = async { tokio::join!(controllers, server, api_server) };
     // Shutdown is bounded whatever state the process is in (API server unreachable, caches
     // never synced, a reconcile stuck on a catalog): in-flight work gets SHUTDOWN_GRACE, then
     // the process stops; the Lease is released when the API server answers in time.
@@ -439,7 +441,7 @@ pub async fn run(
         tokio::time::sleep(SHUTDOWN_GRACE).await;
     };
     let served = tokio::select! {
-        ((), (), (), served, api_served) = everything => {
+        ((), served, api_served) = everything => {
             if let Err(e) = api_served {
                 tracing::warn!(error = %e, "read API stopped with an error");
             }

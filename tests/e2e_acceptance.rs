@@ -168,6 +168,29 @@ fn acceptance_writes_a_revision_and_two_datasets_on_one_source_give_two_entries(
     );
     assert_eq!(rev["data"]["definition"]["datasets"][0]["name"], "employee");
     assert_eq!(s["acceptedGeneration"], 1);
+    // The Accepted Event is posted by the background poster, after the status write.
+    let accepted = eventually(Duration::from_secs(20), "the Accepted Event", || {
+        let out = env().kubectl_ok(&["get", "events.events.k8s.io", "-n", w.ns(), "-o", "json"]);
+        let v: Value = serde_json::from_str(&out).unwrap();
+        let notes: Vec<(String, String, String)> = v["items"]
+            .as_array()?
+            .iter()
+            .filter(|e| e["regarding"]["kind"] == "SemanticModel" && e["regarding"]["name"] == "m")
+            .filter(|e| e["reason"] == "Accepted")
+            .map(|e| {
+                let text = |k: &str| e[k].as_str().unwrap_or("").to_string();
+                (text("note"), text("reportingController"), text("type"))
+            })
+            .collect();
+        (!notes.is_empty()).then_some(notes)
+    });
+    assert_eq!(accepted.len(), 1, "one Accepted Event: {accepted:?}");
+    assert!(
+        accepted[0].0.starts_with("revision 1 accepted")
+            && accepted[0].1 == "semops"
+            && accepted[0].2 == "Normal",
+        "{accepted:?}"
+    );
 }
 
 #[test]

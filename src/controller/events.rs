@@ -2,11 +2,21 @@
 //! and `semops-reconciler` (check rounds, DESIGN 5.4). Each Event is created on its own: kube's
 //! Recorder folds Events with one reason into a series that keeps only the first note, which
 //! would hide every registration after the first. Events are best effort: failures are logged.
+//!
+//! An Event can also be queued ([`Events::publish_later`]) and posted by a background task, as
+//! client-go's broadcaster does: the acceptance path then ends at its status write instead of
+//! waiting one more API round trip. The queue is bounded (a full queue makes the publisher
+//! wait, nothing is dropped) and [`Events::flush`] lets shutdown post what is queued.
 
+use std::sync::OnceLock;
+
+use futures::StreamExt;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::PostParams;
 use kube::{Api, Client, Resource, ResourceExt};
+use prometheus_client::metrics::counter::Counter;
+use tokio::sync::{mpsc, watch};
 
 use crate::crd::conditions::Reason;
 use crate::telemetry::Metrics;
@@ -57,6 +67,23 @@ impl Severity {
 pub struct Events {
     client: Client,
     instance: String,
+    /// The queue of [`Events::publish_later`], its poster started on first use (inside the
+    /// runtime).
+    queue: OnceLock<mpsc::Sender<Queued>>,
+    /// Events queued and not yet posted (or given up on).
+    queued: watch::Sender<usize>,
+}
+
+/// Events waiting for the poster: at most this many, then publishers wait.
+const QUEUE_CAPACITY: usize = 1024;
+/// Event POSTs the poster has in flight at once.
+const POSTS_AT_ONCE: usize = 8;
+
+struct Queued {
+    event: Event,
+    namespace: String,
+    reason: String,
+    published: Counter<u64, std::sync::atomic::AtomicU64>,
 }
 
 impl Events {
@@ -64,6 +91,8 @@ impl Events {
         Self {
             client,
             instance: instance.into(),
+            queue: OnceLock::new(),
+            queued: watch::Sender::new(0),
         }
     }
 
@@ -79,8 +108,66 @@ impl Events {
         action: &str,
         note: String,
     ) {
+        let event = self.event(reporter, obj, severity, reason, action, note);
+        post(
+            &self.client,
+            Queued {
+                namespace: obj.namespace().unwrap_or_default(),
+                event,
+                reason: reason.to_string(),
+                published: metrics.events_published.clone(),
+            },
+        )
+        .await;
+    }
+
+    /// Queues one Event about `obj` for the background poster; returns once it is queued.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn publish_later<K: Resource<DynamicType = ()>>(
+        &self,
+        metrics: &Metrics,
+        reporter: Reporter,
+        obj: &K,
+        severity: Severity,
+        reason: &Reason,
+        action: &str,
+        note: String,
+    ) {
+        let queued = Queued {
+            namespace: obj.namespace().unwrap_or_default(),
+            event: self.event(reporter, obj, severity, reason, action, note),
+            reason: reason.to_string(),
+            published: metrics.events_published.clone(),
+        };
+        let queue = self.queue.get_or_init(|| {
+            let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
+            tokio::spawn(poster(self.client.clone(), rx, self.queued.clone()));
+            tx
+        });
+        self.queued.send_modify(|n| *n += 1);
+        if let Err(mpsc::error::SendError(q)) = queue.send(queued).await {
+            // The poster is gone (runtime shutting down): post it here.
+            post(&self.client, q).await;
+            self.queued.send_modify(|n| *n -= 1);
+        }
+    }
+
+    /// Waits until every queued Event was posted (or failed and was logged).
+    pub async fn flush(&self) {
+        let _ = self.queued.subscribe().wait_for(|n| *n == 0).await;
+    }
+
+    fn event<K: Resource<DynamicType = ()>>(
+        &self,
+        reporter: Reporter,
+        obj: &K,
+        severity: Severity,
+        reason: &Reason,
+        action: &str,
+        note: String,
+    ) -> Event {
         let now = k8s_openapi::jiff::Timestamp::now();
-        let event = Event {
+        Event {
             action: Some(action.into()),
             reason: Some(reason.to_string()),
             note: Some(note),
@@ -102,14 +189,29 @@ impl Events {
             reporting_instance: Some(self.instance.clone()),
             type_: Some(severity.as_str().into()),
             ..Default::default()
-        };
-        let api: Api<Event> =
-            Api::namespaced(self.client.clone(), &obj.namespace().unwrap_or_default());
-        match api.create(&PostParams::default(), &event).await {
-            Ok(_) => {
-                metrics.events_published.inc();
-            }
-            Err(e) => tracing::warn!(error = %e, %reason, "could not publish event"),
         }
+    }
+}
+
+/// Posts queued Events, a few at a time, until every sender is gone.
+async fn poster(client: Client, mut rx: mpsc::Receiver<Queued>, queued: watch::Sender<usize>) {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+        .for_each_concurrent(POSTS_AT_ONCE, |q| {
+            let (client, queued) = (client.clone(), queued.clone());
+            async move {
+                post(&client, q).await;
+                queued.send_modify(|n| *n -= 1);
+            }
+        })
+        .await;
+}
+
+async fn post(client: &Client, q: Queued) {
+    let api: Api<Event> = Api::namespaced(client.clone(), &q.namespace);
+    match api.create(&PostParams::default(), &q.event).await {
+        Ok(_) => {
+            q.published.inc();
+        }
+        Err(e) => tracing::warn!(error = %e, reason = %q.reason, "could not publish event"),
     }
 }

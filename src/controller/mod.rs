@@ -143,6 +143,22 @@ impl Context {
             .publish(&self.metrics, reporter, obj, severity, reason, action, note)
             .await;
     }
+
+    /// Queues an Event about `obj` for the background poster (best effort, see
+    /// [`Events::publish_later`]).
+    pub async fn publish_later<K: Resource<DynamicType = ()>>(
+        &self,
+        reporter: Reporter,
+        obj: &K,
+        severity: Severity,
+        reason: &Reason,
+        action: &str,
+        note: String,
+    ) {
+        self.events
+            .publish_later(&self.metrics, reporter, obj, severity, reason, action, note)
+            .await;
+    }
 }
 
 /// Reconcile failures, each a category used as metric label and in logs.

@@ -432,7 +432,9 @@ async fn after_commit(ctx: &Context, model: &SemanticModel, outcome: &Outcome) {
         notice_bound_catalogs(ctx, model, &a.status.source_associations);
     }
     revision::prune(ctx, model, a.revision).await;
-    ctx.publish(
+    // Queued: the acceptance is committed with its status write, and at bring-up one more
+    // round trip per model would hold a worker that the next model could use.
+    ctx.publish_later(
         Reporter::Controller,
         model,
         Severity::Normal,
