@@ -337,6 +337,11 @@ impl Default for Metrics {
             "Requests sent to the Kubernetes API server, by method, resource and status code",
             requests.family.clone(),
         );
+        registry.register(
+            "rest_client_request_duration_seconds",
+            "Latency of requests to the Kubernetes API server until the answer's headers, by method and resource",
+            requests.latency.clone(),
+        );
         let heap_allocated = Gauge::default();
         let heap_resident = Gauge::default();
         if HEAP_READER.get().is_some() {

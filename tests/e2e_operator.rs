@@ -72,6 +72,13 @@ fn an_unchanged_object_costs_no_status_write_after_it_is_ready() {
             &["controller=\"semanticmodel\""]
         ),
     );
+    // Each of them (and conflicts) has a latency, under the same method and resource.
+    let put_status = ["method=\"PUT\"", "resource=\"semanticmodels/status\""];
+    let timed = op.metric("rest_client_request_duration_seconds_count", &put_status);
+    assert_eq!(timed, op.metric("rest_client_requests_total", &put_status));
+    assert!(
+        timed > 0.0 && op.metric("rest_client_request_duration_seconds_sum", &put_status) > 0.0
+    );
     // Every write request but Lease renewals: Events, revisions, conflicts included.
     let requests = || op.write_requests(&[]) - op.write_requests(&["resource=\"leases\""]);
     let requests_settled = requests();

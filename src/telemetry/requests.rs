@@ -1,6 +1,8 @@
 //! Every request the operator sends to the API server, counted by method, resource and
 //! answer (client-go's `rest_client_requests_total`), so write costs are read from the process
-//! itself: conflicts, deletes and Events included, not only the writes that succeeded.
+//! itself: conflicts, deletes and Events included, not only the writes that succeeded. Their
+//! latency (until the answer's headers) by method and resource says which step of a reconcile
+//! waits on the API server.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -10,6 +12,7 @@ use hyper::http::{Request, Response};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
@@ -21,10 +24,33 @@ pub struct RequestLabels {
     pub code: String,
 }
 
+/// Method and resource, without the answer: the latency histogram's labels.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VerbLabels {
+    pub method: String,
+    pub resource: String,
+}
+
+pub type Latencies = Family<VerbLabels, Histogram, fn() -> Histogram>;
+
 /// A tower layer for the kube client's service stack.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct CountRequests {
     pub family: Family<RequestLabels, Counter>,
+    pub latency: Latencies,
+}
+
+impl Default for CountRequests {
+    fn default() -> Self {
+        fn histogram() -> Histogram {
+            // 0.5 ms .. 16 s
+            Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+        }
+        Self {
+            family: Family::default(),
+            latency: Family::new_with_constructor(histogram),
+        }
+    }
 }
 
 impl<S> tower::Layer<S> for CountRequests {
@@ -34,6 +60,7 @@ impl<S> tower::Layer<S> for CountRequests {
         Counted {
             inner,
             family: self.family.clone(),
+            latency: self.latency.clone(),
         }
     }
 }
@@ -42,6 +69,7 @@ impl<S> tower::Layer<S> for CountRequests {
 pub struct Counted<S> {
     inner: S,
     family: Family<RequestLabels, Counter>,
+    latency: Latencies,
 }
 
 impl<S, B, RB> tower::Service<Request<B>> for Counted<S>
@@ -60,10 +88,17 @@ where
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let method = request.method().as_str().to_string();
         let resource = resource_of(request.uri().path());
-        let family = self.family.clone();
+        let (family, latency) = (self.family.clone(), self.latency.clone());
+        let started = std::time::Instant::now();
         let answer = self.inner.call(request);
         Box::pin(async move {
             let result = answer.await;
+            latency
+                .get_or_create(&VerbLabels {
+                    method: method.clone(),
+                    resource: resource.clone(),
+                })
+                .observe(started.elapsed().as_secs_f64());
             let code = match &result {
                 Ok(r) => r.status().as_u16().to_string(),
                 Err(_) => "error".to_string(),
