@@ -54,6 +54,8 @@ pub struct RunConfig {
     pub api_addr: SocketAddr,
     /// Whether the read API checks tokens and RBAC (false only for local use).
     pub api_auth: bool,
+    /// Whether the API server's front proxy (aggregated API) is trusted (with TLS and auth).
+    pub api_front_proxy: bool,
     /// The read API's certificate and key files (HTTPS, hot-reloaded); plain HTTP when None.
     pub api_tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
     /// Audiences a bearer token must be issued for on the direct port.
@@ -341,8 +343,10 @@ pub async fn run(
         Some((cert, key)) => {
             let serving = crate::api::tls::Serving::load(cert.clone(), key.clone())
                 .map_err(std::io::Error::other)?;
-            // The front proxy (aggregated API) is only trusted when reviews are on.
-            let front_proxy_client = cfg.api_auth.then(|| review_client.clone());
+            // The front proxy (aggregated API) is only trusted when reviews are on, and not
+            // at all when the deployment has no aggregated API.
+            let front_proxy_client =
+                (cfg.api_auth && cfg.api_front_proxy).then(|| review_client.clone());
             tokio::spawn(crate::api::tls::keep_fresh(
                 serving.clone(),
                 front_proxy_client,

@@ -412,12 +412,18 @@ fn the_aggregated_api_and_its_certificate_render_consistently() {
         "--api-tls-key-file=/etc/semops/api-tls/tls.key",
         "--api-token-audiences=semops",
         "--metrics-auth=kubernetes",
+        "--api-front-proxy=true",
     ] {
         assert!(args.contains(flag), "{flag} in {args}");
     }
 
     let off = render(&["api.aggregated=false"]);
     assert!(find(&off, "APIService").is_empty());
+    // Without the aggregated API no connection is the front proxy, and the replica does not
+    // wait (forever, without the RoleBinding) to read its settings before it is ready.
+    let off_args = find(&off, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"]
+        .to_string();
+    assert!(off_args.contains("--api-front-proxy=false"), "{off_args}");
     assert!(
         !find(&off, "RoleBinding")
             .iter()

@@ -125,6 +125,12 @@ pub struct RunArgs {
     /// The read API's TLS private key (PEM).
     #[arg(long, env = "SEMOPS_API_TLS_KEY_FILE", requires = "api_tls_cert_file")]
     api_tls_key_file: Option<std::path::PathBuf>,
+    /// With TLS and `--api-auth kubernetes`: trust the API server's front proxy (the aggregated
+    /// API), reading its CA and header names from kube-system/extension-apiserver-authentication;
+    /// the replica is ready only once it has read them. false: no connection may name a user in
+    /// headers and that ConfigMap is never read (the chart's `api.aggregated: false`).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    api_front_proxy: bool,
     /// Audiences a bearer token on the direct port must be issued for (`kubectl create token
     /// NAME --audience semops`); comma-separated. Empty: the API server's own (not advised: a
     /// token sent here could be replayed against the API server).
@@ -190,6 +196,7 @@ impl RunArgs {
             revision_history_limit: self.revision_history_limit,
             api_addr: self.api_addr,
             api_auth: self.api_auth == ApiAuth::Kubernetes,
+            api_front_proxy: self.api_front_proxy,
             api_tls: self.api_tls_cert_file.zip(self.api_tls_key_file),
             api_token_audiences: self
                 .api_token_audiences
