@@ -4,6 +4,10 @@
 //! Secret; each one asking for its own GET made the Secret GET a quarter of the API server's
 //! work. Now one GET in flight serves everyone who asked before it began, so a rotated Secret
 //! is still seen by every read that starts after the rotation.
+//!
+//! A fetch may also wait a short gather window before it begins: callers that ask meanwhile are
+//! covered by it. Freshness is unchanged (the fetch still begins after each of them asked); only
+//! the first caller's wait grows, and a burst of acceptances costs a few GETs instead of most.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -16,6 +20,8 @@ pub struct FreshReads<K, V> {
     slots: Mutex<HashMap<K, Arc<Slot<V>>>>,
     /// Keys kept; past it, slots nobody is using are dropped.
     capacity: usize,
+    /// How long a fetch waits for more callers before it begins.
+    gather: Duration,
 }
 
 /// One key: tickets handed to callers, the latest finished read, and the turn to start one.
@@ -45,9 +51,16 @@ impl<V: Clone> Slot<V> {
 
 impl<K: Hash + Eq + Clone, V: Clone> FreshReads<K, V> {
     pub fn new(capacity: usize) -> Self {
+        Self::with_gather(capacity, Duration::ZERO)
+    }
+
+    /// Like [`FreshReads::new`], each fetch for a caller that accepts no age waiting `gather`
+    /// for more callers before it begins.
+    pub fn with_gather(capacity: usize, gather: Duration) -> Self {
         Self {
             slots: Mutex::default(),
             capacity: capacity.max(1),
+            gather,
         }
     }
 
@@ -69,6 +82,11 @@ impl<K: Hash + Eq + Clone, V: Clone> FreshReads<K, V> {
         // The read that held the turn may have begun after this ticket.
         if let Some(v) = slot.answer(ticket, max_age) {
             return Ok(v);
+        }
+        // Only a caller that insists on a fresh value gathers: one that accepts an age (the
+        // read API) is answering a request and waits for nothing it does not need.
+        if max_age.is_none() && !self.gather.is_zero() {
+            tokio::time::sleep(self.gather).await;
         }
         // Every ticket up to here was handed out before the fetch begins.
         let covers = slot.asked.load(Ordering::SeqCst);
@@ -130,7 +148,17 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn every_caller_sees_each_rotation_made_before_it_asked_and_fetches_are_shared() {
-        let reads = Arc::new(FreshReads::<&str, u64>::new(8));
+        for gather in [
+            Duration::ZERO,
+            Duration::from_millis(2),
+            Duration::from_millis(10),
+        ] {
+            rotations_seen_and_fetches_shared(gather).await;
+        }
+    }
+
+    async fn rotations_seen_and_fetches_shared(gather: Duration) {
+        let reads = Arc::new(FreshReads::<&str, u64>::with_gather(8, gather));
         let source = Arc::new(Source::default());
         let rotator = {
             let source = source.clone();
@@ -154,11 +182,41 @@ mod tests {
             .collect();
         for c in callers {
             let (before, got) = c.await.unwrap();
-            assert!(got >= before, "asked at version {before}, answered {got}");
+            assert!(
+                got >= before,
+                "gather {gather:?}: asked at version {before}, answered {got}"
+            );
         }
         rotator.await.unwrap();
         let fetches = source.fetches.load(Ordering::SeqCst);
-        assert!(fetches < 200, "400 callers made {fetches} fetches");
+        assert!(
+            fetches < 200,
+            "gather {gather:?}: 400 callers made {fetches} fetches"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn callers_within_the_gather_window_share_one_fetch() {
+        // 20 callers over ~20 ms: without a window each fetch (5 ms) covers a few; with a
+        // window far longer than the spread, the first fetch covers them all.
+        let reads = Arc::new(FreshReads::<&str, u64>::with_gather(
+            8,
+            Duration::from_millis(300),
+        ));
+        let source = Arc::new(Source::default());
+        let callers: Vec<_> = (0..20u64)
+            .map(|i| {
+                let (reads, source) = (reads.clone(), source.clone());
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(i)).await;
+                    reads.read("s", None, || source.fetch()).await.unwrap()
+                })
+            })
+            .collect();
+        for c in callers {
+            c.await.unwrap();
+        }
+        assert_eq!(source.fetches.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test]
