@@ -328,6 +328,50 @@ async fn wait_for_ready(ready: &tokio::sync::watch::Receiver<usize>, n: usize) {
         .expect("the ready watch ended");
 }
 
+/// CPU seconds each live process has used so far, by pid, with its command name.
+fn cpu_by_process() -> std::collections::HashMap<u32, (String, f64)> {
+    let mut all = std::collections::HashMap::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let comm = stat
+            .split_once('(')
+            .and_then(|(_, rest)| rest.rsplit_once(')'))
+            .map(|(c, _)| c.to_string())
+            .unwrap_or_default();
+        all.insert(pid, (comm, proc_stats(pid).1));
+    }
+    all
+}
+
+/// Where a phase's CPU went: seconds per command name between two [`cpu_by_process`]
+/// readings (processes started meanwhile count from zero), the largest first.
+fn cpu_spent(
+    before: &std::collections::HashMap<u32, (String, f64)>,
+    after: &std::collections::HashMap<u32, (String, f64)>,
+) -> String {
+    let mut by_name: std::collections::BTreeMap<&str, f64> = Default::default();
+    for (pid, (name, cpu)) in after {
+        let was = before.get(pid).map_or(0.0, |(_, c)| *c);
+        *by_name.entry(name.as_str()).or_default() += cpu - was;
+    }
+    let mut spent: Vec<(&str, f64)> = by_name.into_iter().filter(|(_, s)| *s >= 0.5).collect();
+    spent.sort_by(|a, b| b.1.total_cmp(&a.1));
+    spent
+        .iter()
+        .map(|(name, s)| format!("{name} {s:.1}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The machine's CPU time so far, busy and in all, in clock ticks (`/proc/stat`).
 fn cores_busy() -> (u64, u64) {
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
@@ -433,14 +477,16 @@ async fn run_scale(n: usize, rows: &mut Vec<Row>) {
     // Both phases end the same way: when a watch has seen every model Ready.
     let bare_ready = ready_watch(&client, &bare.name);
     let busy_before = cores_busy();
+    let procs_before = cpu_by_process();
     let (bare_started, poster) = bare_writes(&client, &bare.name, n).await;
     let t_bare_writes = bare_started.elapsed();
     wait_for_ready(&bare_ready, n).await;
     let t_bare = bare_started.elapsed();
     let bare_busy = busy_fraction(busy_before, cores_busy());
+    let bare_cpu = cpu_spent(&procs_before, &cpu_by_process());
     poster.await.unwrap();
     eprintln!(
-        "[bench] {n} models: bare client {} (status writes done at {}, all Events at {}); cores busy {:.0}%",
+        "[bench] {n} models: bare client {} (status writes done at {}, all Events at {}); cores busy {:.0}%; CPU-s {bare_cpu}",
         secs(t_bare),
         secs(t_bare_writes),
         secs(bare_started.elapsed()),
@@ -461,6 +507,7 @@ async fn run_scale(n: usize, rows: &mut Vec<Row>) {
     // costs the API server seconds of CPU, which the measurement would take from semops.
     let ready = ready_watch(&client, &ns.name);
     let busy_before = cores_busy();
+    let procs_before = cpu_by_process();
     let started = Instant::now();
     let mut op = Operator::start(
         env,
@@ -489,8 +536,9 @@ async fn run_scale(n: usize, rows: &mut Vec<Row>) {
     sampling.cancel();
     let peak_rss = sampler.await.unwrap().max(proc_stats(pid).0);
     let semops_busy = busy_fraction(busy_before, cores_busy());
+    let semops_cpu = cpu_spent(&procs_before, &cpu_by_process());
     eprintln!(
-        "[bench] {n} models: semops cold start {} ({:.2}x); peak RSS {} MiB; cores busy {:.0}%",
+        "[bench] {n} models: semops cold start {} ({:.2}x); peak RSS {} MiB; cores busy {:.0}%; CPU-s {semops_cpu}",
         secs(t_semops),
         t_semops.as_secs_f64() / t_bare.as_secs_f64(),
         peak_rss / 1024,
@@ -722,6 +770,10 @@ async fn run_scale(n: usize, rows: &mut Vec<Row>) {
             bringup.conflicts,
             bringup.deletes
         ),
+    ));
+    rows.push(Row(
+        label("CPU seconds by process: bare phase / semops phase"),
+        format!("{bare_cpu} / {semops_cpu}"),
     ));
     rows.push(Row(
         label("bring-up means: reconcile, and the API requests in it"),
