@@ -97,6 +97,25 @@ impl PostgresProvider {
         self.pool.get().await.map_err(|e| self.pool_error(e))
     }
 
+    /// Runs `sql` as a statement prepared once per pooled connection. Acceptances, rounds and
+    /// lookups ask the same few questions thousands of times; preparing each anew cost a round
+    /// trip and a parse and plan on the server every time.
+    async fn query_cached(
+        &self,
+        client: &deadpool_postgres::Object,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<tokio_postgres::Row>, ProviderError> {
+        let statement = client
+            .prepare_cached(sql)
+            .await
+            .map_err(|e| self.classify(&e))?;
+        client
+            .query(&statement, params)
+            .await
+            .map_err(|e| self.classify(&e))
+    }
+
     fn pool_error(&self, e: PoolError) -> ProviderError {
         match e {
             PoolError::Timeout(_) => ProviderError::Timeout(self.settings.connect_timeout),
@@ -189,14 +208,14 @@ impl PostgresProvider {
             }
         }
         if !schema_names.is_empty() {
-            let rows = client
-                .query(
+            let rows = self
+                .query_cached(
+                    &client,
                     "SELECT n.oid::bigint FROM unnest($1::text[]) WITH ORDINALITY AS t(s, ord) \
                      LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = t.s ORDER BY t.ord",
                     &[&schema_names],
                 )
-                .await
-                .map_err(|e| self.classify(&e))?;
+                .await?;
             expect_rows(rows.len(), schema_names.len())?;
             for (row, &i) in rows.iter().zip(&schema_idx) {
                 if let Some(oid) = row.get::<_, Option<i64>>(0) {
@@ -208,8 +227,9 @@ impl PostgresProvider {
             }
         }
         if !rel_names.is_empty() {
-            let rows = client
-                .query(
+            let rows = self
+                .query_cached(
+                    &client,
                     &format!(
                         "SELECT c.oid::bigint, c.relkind::text FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(s, r, ord) \
                          LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = t.s \
@@ -218,8 +238,7 @@ impl PostgresProvider {
                     ),
                     &[&rel_schemas, &rel_names],
                 )
-                .await
-                .map_err(|e| self.classify(&e))?;
+                .await?;
             expect_rows(rows.len(), rel_names.len())?;
             for (row, &i) in rows.iter().zip(&rel_idx) {
                 if let Some(oid) = row.get::<_, Option<i64>>(0) {
@@ -328,8 +347,9 @@ impl PostgresProvider {
         let schemas: Vec<&str> = relations.iter().map(|r| r.0).collect();
         let names: Vec<&str> = relations.iter().map(|r| r.1).collect();
         let client = self.client().await?;
-        let rows = client
-            .query(
+        let rows = self
+            .query_cached(
+                &client,
                 &format!(
                     "SELECT t.ord::bigint, a.attname::text, format_type(a.atttypid, a.atttypmod) \
                      FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(s, r, ord) \
@@ -340,8 +360,7 @@ impl PostgresProvider {
                 ),
                 &[&schemas, &names],
             )
-            .await
-            .map_err(|e| self.classify(&e))?;
+            .await?;
         group_columns(
             &relations,
             rows.iter().map(|r| {
