@@ -3,7 +3,7 @@
 //! Recorder folds Events with one reason into a series that keeps only the first note, which
 //! would hide every registration after the first. Events are best effort: failures are logged.
 //!
-//! An Event can also be queued ([`Events::publish_later`]) and posted by a background task, as
+//! An Event can also be queued ([`Delivery::Queued`]) and posted by a background task, as
 //! client-go's broadcaster does: the acceptance path then ends at its status write instead of
 //! waiting one more API round trip. The queue is bounded (a full queue makes the publisher
 //! wait, nothing is dropped) and [`Events::flush`] lets shutdown post what is queued.
@@ -67,11 +67,19 @@ impl Severity {
 pub struct Events {
     client: Client,
     instance: String,
-    /// The queue of [`Events::publish_later`], its poster started on first use (inside the
-    /// runtime).
+    /// The queue of [`Delivery::Queued`], its poster started on first use (inside the runtime).
     queue: OnceLock<mpsc::Sender<Queued>>,
     /// Events queued and not yet posted (or given up on).
     queued: watch::Sender<usize>,
+}
+
+/// When an Event goes to the API server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delivery {
+    /// Before `publish` returns (a caller whose answer promises the Event is there).
+    Now,
+    /// Through the bounded background queue; `publish` returns once it is queued.
+    Queued,
 }
 
 /// Events waiting for the poster: at most this many, then publishers wait.
@@ -96,7 +104,8 @@ impl Events {
         }
     }
 
-    /// Publishes one Event about `obj`; counts it in `metrics` when the API server took it.
+    /// Publishes one Event about `obj`, at once or through the background queue; counts it in
+    /// `metrics` when the API server took it.
     #[allow(clippy::too_many_arguments)]
     pub async fn publish<K: Resource<DynamicType = ()>>(
         &self,
@@ -107,67 +116,10 @@ impl Events {
         reason: &Reason,
         action: &str,
         note: String,
+        delivery: Delivery,
     ) {
-        let event = self.event(reporter, obj, severity, reason, action, note);
-        post(
-            &self.client,
-            Queued {
-                namespace: obj.namespace().unwrap_or_default(),
-                event,
-                reason: reason.to_string(),
-                published: metrics.events_published.clone(),
-            },
-        )
-        .await;
-    }
-
-    /// Queues one Event about `obj` for the background poster; returns once it is queued.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn publish_later<K: Resource<DynamicType = ()>>(
-        &self,
-        metrics: &Metrics,
-        reporter: Reporter,
-        obj: &K,
-        severity: Severity,
-        reason: &Reason,
-        action: &str,
-        note: String,
-    ) {
-        let queued = Queued {
-            namespace: obj.namespace().unwrap_or_default(),
-            event: self.event(reporter, obj, severity, reason, action, note),
-            reason: reason.to_string(),
-            published: metrics.events_published.clone(),
-        };
-        let queue = self.queue.get_or_init(|| {
-            let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
-            tokio::spawn(poster(self.client.clone(), rx, self.queued.clone()));
-            tx
-        });
-        self.queued.send_modify(|n| *n += 1);
-        if let Err(mpsc::error::SendError(q)) = queue.send(queued).await {
-            // The poster is gone (runtime shutting down): post it here.
-            post(&self.client, q).await;
-            self.queued.send_modify(|n| *n -= 1);
-        }
-    }
-
-    /// Waits until every queued Event was posted (or failed and was logged).
-    pub async fn flush(&self) {
-        let _ = self.queued.subscribe().wait_for(|n| *n == 0).await;
-    }
-
-    fn event<K: Resource<DynamicType = ()>>(
-        &self,
-        reporter: Reporter,
-        obj: &K,
-        severity: Severity,
-        reason: &Reason,
-        action: &str,
-        note: String,
-    ) -> Event {
         let now = k8s_openapi::jiff::Timestamp::now();
-        Event {
+        let event = Event {
             action: Some(action.into()),
             reason: Some(reason.to_string()),
             note: Some(note),
@@ -189,7 +141,32 @@ impl Events {
             reporting_instance: Some(self.instance.clone()),
             type_: Some(severity.as_str().into()),
             ..Default::default()
+        };
+        let queued = Queued {
+            namespace: obj.namespace().unwrap_or_default(),
+            event,
+            reason: reason.to_string(),
+            published: metrics.events_published.clone(),
+        };
+        if delivery == Delivery::Now {
+            return post(&self.client, queued).await;
         }
+        let queue = self.queue.get_or_init(|| {
+            let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
+            tokio::spawn(poster(self.client.clone(), rx, self.queued.clone()));
+            tx
+        });
+        self.queued.send_modify(|n| *n += 1);
+        if let Err(mpsc::error::SendError(q)) = queue.send(queued).await {
+            // The poster is gone (runtime shutting down): post it here.
+            post(&self.client, q).await;
+            self.queued.send_modify(|n| *n -= 1);
+        }
+    }
+
+    /// Waits until every queued Event was posted (or failed and was logged).
+    pub async fn flush(&self) {
+        let _ = self.queued.subscribe().wait_for(|n| *n == 0).await;
     }
 }
 

@@ -27,7 +27,7 @@ use crate::leader::LeaderHandle;
 use crate::policy::OperatorDefaults;
 use crate::stores::Stores;
 use crate::telemetry::Metrics;
-use events::{Events, Reporter, Severity};
+use events::{Delivery, Events, Reporter, Severity};
 
 pub use triggers::Triggers;
 pub use writer::HasStatus;
@@ -140,23 +140,16 @@ impl Context {
         note: String,
     ) {
         self.events
-            .publish(&self.metrics, reporter, obj, severity, reason, action, note)
-            .await;
-    }
-
-    /// Queues an Event about `obj` for the background poster (best effort, see
-    /// [`Events::publish_later`]).
-    pub async fn publish_later<K: Resource<DynamicType = ()>>(
-        &self,
-        reporter: Reporter,
-        obj: &K,
-        severity: Severity,
-        reason: &Reason,
-        action: &str,
-        note: String,
-    ) {
-        self.events
-            .publish_later(&self.metrics, reporter, obj, severity, reason, action, note)
+            .publish(
+                &self.metrics,
+                reporter,
+                obj,
+                severity,
+                reason,
+                action,
+                note,
+                Delivery::Now,
+            )
             .await;
     }
 }

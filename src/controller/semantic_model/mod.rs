@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
-use super::events::{Reporter, Severity};
+use super::events::{Delivery, Reporter, Severity};
 use super::writer::{Announce, commit};
 use super::{Context, Error};
 use crate::crd::catalog::{Provider, RegistrationState};
@@ -434,15 +434,18 @@ async fn after_commit(ctx: &Context, model: &SemanticModel, outcome: &Outcome) {
     revision::prune(ctx, model, a.revision).await;
     // Queued: the acceptance is committed with its status write, and at bring-up one more
     // round trip per model would hold a worker that the next model could use.
-    ctx.publish_later(
-        Reporter::Controller,
-        model,
-        Severity::Normal,
-        &Reason::ACCEPTED,
-        "Accept",
-        format!("revision {} accepted ({:?})", a.revision, a.change),
-    )
-    .await;
+    ctx.events
+        .publish(
+            &ctx.metrics,
+            Reporter::Controller,
+            model,
+            Severity::Normal,
+            &Reason::ACCEPTED,
+            "Accept",
+            format!("revision {} accepted ({:?})", a.revision, a.change),
+            Delivery::Queued,
+        )
+        .await;
 }
 
 /// A catalog learns that models bind its sources (so its source visits start) once per process.
