@@ -347,7 +347,7 @@ fn cpu_by_process() -> std::collections::HashMap<u32, (String, f64)> {
             .and_then(|(_, rest)| rest.rsplit_once(')'))
             .map(|(c, _)| c.to_string())
             .unwrap_or_default();
-        all.insert(pid, (comm, proc_stats(pid).1));
+        all.insert(pid, (comm, cpu_seconds(&stat)));
     }
     all
 }
@@ -411,21 +411,24 @@ fn proc_stats(pid: u32) -> (u64, f64) {
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .unwrap_or(0);
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    (rss, cpu_seconds(&stat))
+}
+
+/// User + system CPU seconds from the text of a `/proc/<pid>/stat`.
+fn cpu_seconds(stat: &str) -> f64 {
     let fields: Vec<&str> = stat
         .rsplit(')')
         .next()
         .unwrap_or("")
         .split_whitespace()
         .collect();
-    let ticks: f64 = fields
-        .get(11)
-        .and_then(|v| v.parse::<f64>().ok())
-        .unwrap_or(0.0)
-        + fields
-            .get(12)
+    let ticks = |i: usize| {
+        fields
+            .get(i)
             .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0);
-    (rss, ticks / 100.0)
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
 }
 
 /// Anonymous memory (KiB) of a process's RSS: its heap and stacks, not its mapped code.

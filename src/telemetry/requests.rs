@@ -86,27 +86,27 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let method = request.method().as_str().to_string();
-        let resource = resource_of(request.uri().path());
+        let verb = VerbLabels {
+            method: request.method().as_str().to_string(),
+            resource: resource_of(request.uri().path()),
+        };
         let (family, latency) = (self.family.clone(), self.latency.clone());
         let started = std::time::Instant::now();
         let answer = self.inner.call(request);
         Box::pin(async move {
             let result = answer.await;
             latency
-                .get_or_create(&VerbLabels {
-                    method: method.clone(),
-                    resource: resource.clone(),
-                })
+                .get_or_create(&verb)
                 .observe(started.elapsed().as_secs_f64());
             let code = match &result {
                 Ok(r) => r.status().as_u16().to_string(),
                 Err(_) => "error".to_string(),
             };
+            // The labels move into the counter's key: no second copy per request.
             family
                 .get_or_create(&RequestLabels {
-                    method,
-                    resource,
+                    method: verb.method,
+                    resource: verb.resource,
                     code,
                 })
                 .inc();
