@@ -259,9 +259,16 @@ pub async fn run(
     ctx.triggers = Some(triggers.clone());
     ctx.revision_history_limit = cfg.revision_history_limit;
     ctx.stale_caches = stale_caches;
+    let own_writes = ctx.own_writes.clone();
     let ctx = Arc::new(ctx);
     let config = ControllerConfig::default().concurrency(cfg.concurrency);
 
+    // A model's own status write comes back on its watch; reconciling it would find nothing.
+    let models_sub = models_sub.filter(move |m| {
+        let meta = &m.metadata;
+        let triggers = own_writes.triggers(meta.uid.as_deref(), meta.resource_version.as_deref());
+        std::future::ready(triggers)
+    });
     let models_ctl = Controller::for_shared_stream(models_sub, models)
         .with_config(config.clone())
         .reconcile_on(receivers.models)

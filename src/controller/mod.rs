@@ -5,6 +5,7 @@
 pub mod catalog;
 pub mod check;
 pub mod events;
+mod own_writes;
 pub mod policy;
 mod resolutions;
 pub mod semantic_model;
@@ -29,6 +30,7 @@ use crate::stores::Stores;
 use crate::telemetry::Metrics;
 use events::{Delivery, Events, Reporter, Severity};
 
+pub use own_writes::OwnWrites;
 pub use triggers::Triggers;
 pub use writer::HasStatus;
 
@@ -66,6 +68,8 @@ pub struct Context {
     sources_resolved: Mutex<resolutions::Resolutions>,
     /// Writes refused as stale, per kind: evidence that a watch stopped delivering.
     pub stale_caches: Arc<crate::stale_cache::StaleCaches>,
+    /// Models' own status writes, whose watch events trigger no reconcile (set by `run`).
+    pub own_writes: Arc<OwnWrites>,
 }
 
 impl Context {
@@ -93,6 +97,7 @@ impl Context {
             failures: Mutex::default(),
             sources_resolved: Mutex::default(),
             stale_caches: Arc::default(),
+            own_writes: Arc::default(),
         }
     }
 

@@ -60,7 +60,8 @@ pub struct Announce {
     pub when_true: bool,
 }
 
-/// Writes `desired` unless it equals the current status; returns whether a request was sent.
+/// Writes `desired` unless it equals the current status; answers the resourceVersion the write
+/// produced (`None`: equal, nothing sent).
 /// With `announce`, a committed flip of that condition is published as an Event (Normal when
 /// it now holds, Warning otherwise), reported by the controller.
 pub async fn commit<K: HasStatus>(
@@ -69,9 +70,9 @@ pub async fn commit<K: HasStatus>(
     obj: &K,
     desired: K::Status,
     announce: Option<Announce>,
-) -> Result<bool, Error> {
+) -> Result<Option<String>, Error> {
     if obj.status() == Some(&desired) {
-        return Ok(false);
+        return Ok(None);
     }
     if !ctx.leader.is_leading() {
         return Err(Error::NotLeader);
@@ -94,11 +95,18 @@ pub async fn commit<K: HasStatus>(
         field_manager: Some("semops".into()),
         ..Default::default()
     };
-    match api.replace_status(&obj.name_any(), &params, &next).await {
-        Ok(_) => ctx.metrics.observe_status_write(controller),
+    let body = serde_json::to_vec(&next).map_err(|e| Error::Kube(kube::Error::SerdeError(e)))?;
+    let request = kube::core::Request::new(api.resource_url())
+        .replace_subresource("status", &obj.name_any(), &params, body)
+        .map_err(|e| Error::Kube(kube::Error::BuildRequest(e)))?;
+    // Only the new version is read from the answer: nobody reads the rest of the object it
+    // sends back, and decoding it (spec and all) cost CPU on every write.
+    let written = match ctx.client.request::<WrittenVersion>(request).await {
+        Ok(w) => w.metadata.resource_version,
         Err(kube::Error::Api(s)) if s.code == 409 => return Err(ctx.refused_as_stale(obj)),
         Err(e) => return Err(Error::Kube(e)),
-    }
+    };
+    ctx.metrics.observe_status_write(controller);
     if let Some((action, after)) = flip {
         let reason = Reason::kept(&after.reason);
         ctx.publish(
@@ -111,5 +119,17 @@ pub async fn commit<K: HasStatus>(
         )
         .await;
     }
-    Ok(true)
+    Ok(Some(written.unwrap_or_default()))
+}
+
+/// The part of a write's answer the writer reads.
+#[derive(serde::Deserialize)]
+struct WrittenVersion {
+    metadata: WrittenMeta,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WrittenMeta {
+    resource_version: Option<String>,
 }

@@ -177,7 +177,10 @@ pub async fn reconcile(model: Arc<SemanticModel>, ctx: Arc<Context>) -> Result<A
     let outcome = decide(&ctx, &model, &catalogs, &accepted).await?;
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let status = status_for(&model, accepted, &outcome, &now);
-    commit(&ctx, CONTROLLER, model.as_ref(), status, Some(READY_FLIPS)).await?;
+    let written = commit(&ctx, CONTROLLER, model.as_ref(), status, Some(READY_FLIPS)).await?;
+    if let (Some(version), Some(uid)) = (written.filter(|v| !v.is_empty()), model.uid()) {
+        ctx.own_writes.record(&uid, version);
+    }
     after_commit(&ctx, &model, &outcome).await;
     match outcome {
         Outcome::Pending(_) => Err(Error::Pending(Reason::CATALOG_UNREACHABLE)),
