@@ -248,7 +248,19 @@ async fn decide(
     if resolved.is_some() {
         ctx.mark_sources_resolved(&model.uid().unwrap_or_default());
     }
-    Ok(Outcome::Accepted(Box::new(Acceptance {
+    Ok(acceptance(model, next, revision, metrics, change, resolved))
+}
+
+/// The accepted fields of `next` committed as `revision` with the ids the revision holds.
+fn acceptance(
+    model: &SemanticModel,
+    next: SemanticModelStatus,
+    revision: i64,
+    metrics: Vec<crate::crd::semantic_model::MetricIdentity>,
+    change: Change,
+    resolved: Option<usize>,
+) -> Outcome {
+    Outcome::Accepted(Box::new(Acceptance {
         status: SemanticModelStatus {
             revision: Some(revision),
             accepted_generation: model.metadata.generation,
@@ -258,7 +270,36 @@ async fn decide(
         revision,
         change,
         resolved,
-    })))
+    }))
+}
+
+/// What a new model's first acceptance writes when its sources resolved to `lookups` (pure):
+/// the status and the revision `reconcile` commits, built by the same steps. The bench's bare
+/// client writes these, so that "the same writes" are the same objects.
+pub fn first_acceptance(
+    model: &SemanticModel,
+    lookups: &std::collections::HashMap<SourceRef, SourceLookup>,
+    now: &Time,
+) -> (
+    SemanticModelStatus,
+    k8s_openapi::api::apps::v1::ControllerRevision,
+) {
+    let none = SemanticModelStatus::default();
+    let next = replaced(model, &none, lookups);
+    let rev = revision::revision_object(
+        model,
+        1,
+        &next
+            .snapshot_hash
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default(),
+        &next.metrics,
+    );
+    let metrics = next.metrics.clone();
+    let change = Change::Replace(canonical::ReplaceReason::FirstAcceptance);
+    let outcome = acceptance(model, next, 1, metrics, change, Some(lookups.len()));
+    (status_for(model, none, &outcome, now), rev)
 }
 
 /// The accepted fields of a replace: hashes, the whole association set and reconciled metric

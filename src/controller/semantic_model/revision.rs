@@ -10,6 +10,40 @@ use crate::controller::{Context, Error};
 use crate::crd::semantic_model::MetricIdentity;
 use crate::crd::{MODEL_UID_LABEL, SemanticModel};
 
+/// Revision `revision` of `model` as it is written (pure): the accepted snapshot, the ids it
+/// commits, owned by the model and labelled with its uid.
+pub fn revision_object(
+    model: &SemanticModel,
+    revision: i64,
+    snapshot_hash: &str,
+    metrics: &[MetricIdentity],
+) -> ControllerRevision {
+    let data = serde_json::json!({
+        "name": model.model_name(),
+        "comment": model.spec.comment,
+        "properties": model.spec.properties,
+        "definition": model.spec.definition,
+        "snapshotHash": snapshot_hash,
+        // The ids this revision commits, so its history can say which ids it added and retired.
+        "metrics": metrics,
+    });
+    let owner = model.controller_owner_ref(&()).map(|mut o| {
+        o.block_owner_deletion = None; // needs extra RBAC where owner-reference enforcement is on
+        o
+    });
+    ControllerRevision {
+        metadata: ObjectMeta {
+            name: Some(model.revision_object_name(revision)),
+            namespace: model.namespace(),
+            labels: Some([(MODEL_UID_LABEL.to_string(), model.uid().unwrap_or_default())].into()),
+            owner_references: owner.map(|o| vec![o]),
+            ..Default::default()
+        },
+        revision: Some(revision),
+        data: RawExtension(data),
+    }
+}
+
 /// Writes revision `revision` (step a of the transaction) and answers the metric ids it holds,
 /// which the status must commit. A revision of that name left by a crash or a refused commit is
 /// reused when it holds the same snapshot of this model (with the ids it recorded: the retry
@@ -27,32 +61,8 @@ pub async fn write(
     }
     let ns = model.namespace().ok_or(Error::MissingNamespace)?;
     let api: Api<ControllerRevision> = Api::namespaced(ctx.client.clone(), &ns);
-    let uid = model.uid().unwrap_or_default();
     let name = model.revision_object_name(revision);
-    let data = serde_json::json!({
-        "name": model.model_name(),
-        "comment": model.spec.comment,
-        "properties": model.spec.properties,
-        "definition": model.spec.definition,
-        "snapshotHash": snapshot_hash,
-        // The ids this revision commits, so its history can say which ids it added and retired.
-        "metrics": metrics,
-    });
-    let owner = model.controller_owner_ref(&()).map(|mut o| {
-        o.block_owner_deletion = None; // needs extra RBAC where owner-reference enforcement is on
-        o
-    });
-    let rev = ControllerRevision {
-        metadata: ObjectMeta {
-            name: Some(name.clone()),
-            namespace: Some(ns),
-            labels: Some([(MODEL_UID_LABEL.to_string(), uid.clone())].into()),
-            owner_references: owner.map(|o| vec![o]),
-            ..Default::default()
-        },
-        revision: Some(revision),
-        data: RawExtension(data),
-    };
+    let rev = revision_object(model, revision, &snapshot_hash, metrics);
     match api
         .create(
             &PostParams {

@@ -288,3 +288,49 @@ fn drift_found_by_a_round_is_recorded_and_named() {
         "a round that finds nothing new writes nothing"
     );
 }
+
+#[test]
+fn a_first_acceptance_is_one_the_next_pass_finds_nothing_to_do_for() {
+    let mut m = model("a", 1, "emp");
+    m.spec.definition.datasets[0].primary_key = Some(vec!["id".into()].into());
+    let source = crate::ossie::SourceRef::parse("hr.public.employees").unwrap();
+    let lookups = std::collections::HashMap::from([(
+        source,
+        SourceLookup::Present {
+            object_type: crate::catalog::ObjectType::Table,
+            native_id: "pg:1:2:r3".into(),
+            columns: vec![crate::catalog::Column::new("id", "integer")],
+        },
+    )]);
+    let (status, rev) = first_acceptance(&m, &lookups, &at(5));
+    assert_eq!(status.revision, Some(1));
+    assert_eq!(
+        reasons(&status),
+        vec![
+            triple("Ready", "True", "Accepted"),
+            triple("Valid", "True", "Valid"),
+            triple("SourcesResolved", "True", "Resolved"),
+            triple("SourcesCurrent", "True", "Current"),
+        ]
+    );
+    assert_eq!(status.source_associations.len(), 1);
+    assert_eq!(
+        status.source_associations[0].columns.len(),
+        1,
+        "the key's column"
+    );
+    // The revision holds the snapshot and ids the status commits.
+    assert_eq!(rev.revision, Some(1));
+    assert_eq!(rev.metadata.name, Some(m.revision_object_name(1)));
+    let snapshot = status.snapshot_hash.as_ref().map(ToString::to_string);
+    assert_eq!(rev.data.0["snapshotHash"].as_str(), snapshot.as_deref());
+    assert_eq!(
+        rev.data.0["metrics"],
+        serde_json::to_value(&status.metrics).unwrap()
+    );
+    // Committed, it is the accepted state: the next pass is a no-op.
+    assert!(matches!(
+        canonical::decide(&m.spec, m.model_name(), &status),
+        Change::NoOp
+    ));
+}
