@@ -97,6 +97,31 @@ async fn create_models(client: &Client, ns: &str, n: usize) {
 /// Event POSTs in flight at once, like semops' background poster (`controller::events`).
 const EVENT_POSTS_AT_ONCE: usize = 8;
 
+/// The objects the bare client writes per model: semops' own first acceptance, built by its
+/// own code (`first_acceptance`) from what its probe would find (each `bench.tN` is
+/// `(id int)`), so they are the objects semops writes, byte for byte but for ids and times.
+/// Built before the clock: computing them is semops' work, not the API server's.
+struct BareWrite {
+    model: SemanticModel,
+    revision: ControllerRevision,
+}
+
+async fn prepare_bare_writes(client: &Client, ns: &str) -> Vec<BareWrite> {
+    let models: Api<SemanticModel> = Api::namespaced(client.clone(), ns);
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let mut listed = models.list(&ListParams::default()).await.unwrap().items;
+    listed.sort_by_key(|m| m.name_any());
+    listed
+        .into_iter()
+        .map(|mut model| {
+            let (status, revision) = first_acceptance(&model, &bench_lookups(&model), &now);
+            model.status = Some(status);
+            model.metadata.managed_fields = None;
+            BareWrite { model, revision }
+        })
+        .collect()
+}
+
 /// The bare client: per model, the revision create, the status PUT and the Accepted Event
 /// semops makes, the same way: the revision and status in `CONCURRENCY` workers, the Event
 /// queued for a poster with `EVENT_POSTS_AT_ONCE` in flight. Returns when the writes began and
@@ -104,15 +129,22 @@ const EVENT_POSTS_AT_ONCE: usize = 8;
 async fn bare_writes(
     client: &Client,
     ns: &str,
-    n: usize,
+    prepared: Vec<BareWrite>,
 ) -> (Instant, tokio::task::JoinHandle<()>) {
     let models: Api<SemanticModel> = Api::namespaced(client.clone(), ns);
     let revisions: Api<ControllerRevision> = Api::namespaced(client.clone(), ns);
     let events: Api<Event> = Api::namespaced(client.clone(), ns);
-    // A cold-started client reads the models it writes for, as semops lists them on its clock.
+    // A cold-started client reads the models it writes for (each status PUT is preconditioned
+    // on the version read), as semops lists them on its clock.
     let started = Instant::now();
-    let listed = models.list(&ListParams::default()).await.unwrap().items;
-    let listed = Arc::new(listed);
+    let mut listed = models.list(&ListParams::default()).await.unwrap().items;
+    listed.sort_by_key(|m| m.name_any());
+    assert_eq!(
+        listed.len(),
+        prepared.len(),
+        "models changed since the writes were built"
+    );
+    let prepared: Arc<Vec<_>> = Arc::new(prepared.into_iter().zip(listed).collect());
     let (queue, mut queued) = tokio::sync::mpsc::channel::<Event>(1024);
     let poster = tokio::spawn(async move {
         futures::stream::poll_fn(move |cx| queued.poll_recv(cx))
@@ -124,42 +156,36 @@ async fn bare_writes(
             })
             .await;
     });
-    for_each(n, |i| {
-        let (models, revisions, queue, listed) = (
+    for_each(prepared.len(), |i| {
+        let (models, revisions, queue, prepared) = (
             models.clone(),
             revisions.clone(),
             queue.clone(),
-            listed.clone(),
+            prepared.clone(),
         );
         Box::pin(async move {
-            let m = &listed[i];
-            // Semops' own first acceptance of this model, built by its own code from what its
-            // probe would find (each `bench.tN` is `(id int)`), so the bare client's revision and
-            // status are the objects semops writes, byte for byte but for ids and times.
-            let now = Time(k8s_openapi::jiff::Timestamp::now());
-            let (status, rev) = first_acceptance(m, &bench_lookups(m), &now);
+            let (write, listed) = &prepared[i];
             let params = PostParams {
                 field_manager: Some("semops".into()),
                 ..Default::default()
             };
-            revisions.create(&params, &rev).await.unwrap();
-            let mut next = m.clone();
-            next.status = Some(status);
-            next.metadata.managed_fields = None;
+            revisions.create(&params, &write.revision).await.unwrap();
+            let mut next = write.model.clone();
+            next.metadata.resource_version = listed.metadata.resource_version.clone();
             models
-                .replace_status(&m.name_any(), &params, &next)
+                .replace_status(&next.name_any(), &params, &next)
                 .await
                 .unwrap();
             let event = Event {
                 metadata: ObjectMeta {
-                    name: Some(format!("{}.accepted", m.name_any())),
+                    name: Some(format!("{}.accepted", next.name_any())),
                     ..Default::default()
                 },
                 action: Some("Accept".into()),
                 reason: Some("Accepted".into()),
                 note: Some("revision 1 accepted (Created)".into()),
                 event_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
-                regarding: Some(m.object_ref(&())),
+                regarding: Some(listed.object_ref(&())),
                 reporting_controller: Some("semops.io/semops".into()),
                 reporting_instance: Some("bench".into()),
                 type_: Some("Normal".into()),
@@ -170,6 +196,27 @@ async fn bare_writes(
     })
     .await;
     (started, poster)
+}
+
+/// Waits until the machine is idle (under a tenth of its cores busy for three seconds running,
+/// at most two minutes), so a phase does not start while the API server, etcd or the
+/// controller-manager still work off the one before (the deleted namespace's garbage
+/// collection, etcd's compaction). Says how long it waited.
+async fn wait_idle(what: &str) {
+    let began = Instant::now();
+    let mut quiet = 0;
+    let mut last = 1.0;
+    while quiet < 3 && began.elapsed() < Duration::from_secs(120) {
+        let before = cores_busy();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        last = busy_fraction(before, cores_busy());
+        quiet = if last < 0.1 { quiet + 1 } else { 0 };
+    }
+    eprintln!(
+        "[bench] idle before {what} after {} ({:.0}% busy in the last second)",
+        secs(began.elapsed()),
+        last * 100.0
+    );
 }
 
 /// What semops' probe finds for each source of a bench model: a table `(id int)`.
@@ -504,11 +551,14 @@ async fn run_scale(n: usize, rows: &mut Vec<Row>) {
     let bare = env.namespace("bare");
     with_catalogs(&bare.name);
     create_models(&client, &bare.name, n).await;
+    let prepared = prepare_bare_writes(&client, &bare.name).await;
+    assert_eq!(prepared.len(), n);
     // Both phases end the same way: when a watch has seen every model Ready.
     let bare_ready = ready_watch(&client, &bare.name);
+    wait_idle("the bare client").await;
     let busy_before = cores_busy();
     let procs_before = cpu_by_process();
-    let (bare_started, poster) = bare_writes(&client, &bare.name, n).await;
+    let (bare_started, poster) = bare_writes(&client, &bare.name, prepared).await;
     let t_bare_writes = bare_started.elapsed();
     wait_for_ready(&bare_ready, n).await;
     let t_bare = bare_started.elapsed();
@@ -536,6 +586,7 @@ async fn run_scale(n: usize, rows: &mut Vec<Row>) {
     // Readiness is followed by a watch, not by listing every model: a list of 10,000 models
     // costs the API server seconds of CPU, which the measurement would take from semops.
     let ready = ready_watch(&client, &ns.name);
+    wait_idle("semops").await;
     let busy_before = cores_busy();
     let procs_before = cpu_by_process();
     let started = Instant::now();
