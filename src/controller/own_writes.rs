@@ -32,7 +32,8 @@ impl OwnWrites {
     }
 
     /// Objects whose own write was recorded and not seen yet.
-    pub fn pending(&self) -> usize {
+    #[cfg(test)]
+    fn pending(&self) -> usize {
         self.lock().len()
     }
 

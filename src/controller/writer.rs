@@ -61,7 +61,7 @@ pub struct Announce {
 }
 
 /// Writes `desired` unless it equals the current status; answers the resourceVersion the write
-/// produced (`None`: equal, nothing sent).
+/// produced (`None`: equal, nothing sent, or an answer without one).
 /// With `announce`, a committed flip of that condition is published as an Event (Normal when
 /// it now holds, Warning otherwise), reported by the controller.
 pub async fn commit<K: HasStatus>(
@@ -95,10 +95,14 @@ pub async fn commit<K: HasStatus>(
         field_manager: Some("semops".into()),
         ..Default::default()
     };
-    let body = serde_json::to_vec(&next).map_err(|e| Error::Kube(kube::Error::SerdeError(e)))?;
     let request = kube::core::Request::new(api.resource_url())
-        .replace_subresource("status", &obj.name_any(), &params, body)
-        .map_err(|e| Error::Kube(kube::Error::BuildRequest(e)))?;
+        .replace_subresource(
+            "status",
+            &obj.name_any(),
+            &params,
+            serde_json::to_vec(&next)?,
+        )
+        .map_err(kube::Error::BuildRequest)?;
     // Only the new version is read from the answer: nobody reads the rest of the object it
     // sends back, and decoding it (spec and all) cost CPU on every write.
     let written = match ctx.client.request::<WrittenVersion>(request).await {
@@ -119,7 +123,7 @@ pub async fn commit<K: HasStatus>(
         )
         .await;
     }
-    Ok(Some(written.unwrap_or_default()))
+    Ok(written)
 }
 
 /// The part of a write's answer the writer reads.

@@ -178,7 +178,7 @@ pub async fn reconcile(model: Arc<SemanticModel>, ctx: Arc<Context>) -> Result<A
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let status = status_for(&model, accepted, &outcome, &now);
     let written = commit(&ctx, CONTROLLER, model.as_ref(), status, Some(READY_FLIPS)).await?;
-    if let (Some(version), Some(uid)) = (written.filter(|v| !v.is_empty()), model.uid()) {
+    if let (Some(version), Some(uid)) = (written, model.uid()) {
         ctx.own_writes.record(&uid, version);
     }
     after_commit(&ctx, &model, &outcome).await;
@@ -233,22 +233,20 @@ async fn decide(
         },
     };
     let revision = accepted.revision.unwrap_or(0) + 1;
-    let metrics = revision::write(
-        ctx,
-        model,
-        revision,
-        next.snapshot_hash
-            .as_ref()
-            .map(ToString::to_string)
-            .unwrap_or_default(),
-        &next.metrics,
-    )
-    .await?;
+    let metrics =
+        revision::write(ctx, model, revision, snapshot_text(&next), &next.metrics).await?;
     crate::failpoint::crash("after-revision");
     if resolved.is_some() {
         ctx.mark_sources_resolved(&model.uid().unwrap_or_default());
     }
     Ok(acceptance(model, next, revision, metrics, change, resolved))
+}
+
+/// The snapshot hash a revision records, as text.
+fn snapshot_text(status: &SemanticModelStatus) -> String {
+    (status.snapshot_hash.as_ref())
+        .map(ToString::to_string)
+        .unwrap_or_default()
 }
 
 /// The accepted fields of `next` committed as `revision` with the ids the revision holds.
@@ -286,16 +284,7 @@ pub fn first_acceptance(
 ) {
     let none = SemanticModelStatus::default();
     let next = replaced(model, &none, lookups);
-    let rev = revision::revision_object(
-        model,
-        1,
-        &next
-            .snapshot_hash
-            .as_ref()
-            .map(ToString::to_string)
-            .unwrap_or_default(),
-        &next.metrics,
-    );
+    let rev = revision::revision_object(model, 1, &snapshot_text(&next), &next.metrics);
     let metrics = next.metrics.clone();
     let change = Change::Replace(canonical::ReplaceReason::FirstAcceptance);
     let outcome = acceptance(model, next, 1, metrics, change, Some(lookups.len()));
