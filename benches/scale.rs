@@ -468,12 +468,22 @@ fn busy_fraction(before: (u64, u64), after: (u64, u64)) -> f64 {
     (after.0 - before.0) as f64 / (after.1 - before.1).max(1) as f64
 }
 
+/// Listed in pages of 500, as `list_all` is: one list of 50,000 models is gigabytes of
+/// garbage in the API server.
 async fn ready_count(client: &Client, ns: &str) -> usize {
     let api: Api<SemanticModel> = Api::namespaced(client.clone(), ns);
-    api.list(&ListParams::default())
-        .await
-        .map(|l| l.items.iter().filter(|m| is_ready(m)).count())
-        .unwrap_or(0)
+    let mut ready = 0;
+    let mut params = ListParams::default().limit(500);
+    loop {
+        let Ok(page) = api.list(&params).await else {
+            return 0;
+        };
+        ready += page.items.iter().filter(|m| is_ready(m)).count();
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(next) => params = params.continue_token(&next),
+            None => return ready,
+        }
+    }
 }
 
 /// Resident set size (KiB) and CPU seconds (user + system) of a process.
@@ -952,15 +962,28 @@ async fn run_scale(n: usize, rows: &mut Vec<Row>) {
     wait_deleted(env, &[name]);
 }
 
-/// The models of `ns` as `kubectl get -o json` shows them, listed in pages of 500 (one list
-/// of 50,000 models is gigabytes of work for the API server).
+/// The models of `ns` in the shape of `kubectl get -o json`, cut to what `bound_pairs` reads
+/// (each model's name and source associations), listed in pages of 500. Whole objects would be
+/// gigabytes at 50,000 models, taken from the memory the API server needs.
 async fn list_all(client: &Client, ns: &str) -> serde_json::Value {
     let api: Api<SemanticModel> = Api::namespaced(client.clone(), ns);
     let mut items = vec![];
     let mut params = ListParams::default().limit(500);
     loop {
         let page = api.list(&params).await.unwrap();
-        items.extend(page.items.iter().map(|m| serde_json::to_value(m).unwrap()));
+        items.extend(page.items.iter().map(|m| {
+            let whole = serde_json::to_value(m).unwrap();
+            let associations: Vec<_> = whole["status"]["sourceAssociations"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|a| serde_json::json!({ "source": a["source"], "dataset": a["dataset"] }))
+                .collect();
+            serde_json::json!({
+                "spec": { "name": whole["spec"]["name"] },
+                "status": { "sourceAssociations": associations },
+            })
+        }));
         match page.metadata.continue_.filter(|c| !c.is_empty()) {
             Some(next) => params = params.continue_token(&next),
             None => break,
