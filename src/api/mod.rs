@@ -5,7 +5,6 @@
 pub mod aggregated;
 pub mod auth;
 pub mod checks;
-pub mod coalesce;
 pub mod error;
 pub mod explain;
 pub mod extract;
@@ -97,7 +96,7 @@ pub struct SourceProbes {
 }
 
 /// Each target answered on its own: one target's failure is not its batch's.
-pub type ProbeBatches = coalesce::Coalescer<
+pub type ProbeBatches = crate::catalog::coalesce::Coalescer<
     usize,
     crate::catalog::ProbeTarget,
     Result<crate::catalog::Probe, crate::catalog::ProviderError>,
@@ -112,7 +111,7 @@ impl Default for SourceProbes {
         SourceProbes {
             flights: Default::default(),
             // As many batches at once as a catalog's pool has connections.
-            batches: Arc::new(coalesce::Coalescer::new(
+            batches: Arc::new(crate::catalog::coalesce::Coalescer::new(
                 crate::catalog::registry::MAX_CONNECTIONS,
                 PROBE_BATCH,
             )),

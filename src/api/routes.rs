@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ApiState;
 use super::auth::{Asker, Caller};
-use super::coalesce;
+use crate::catalog::coalesce;
 use super::error::{self, ApiError};
 use crate::catalog::registry::provider_for_reads;
 use crate::catalog::{CatalogProvider, ObjectType, Probe, ProbeTarget, ProviderError};

@@ -2,6 +2,7 @@
 //! exist, and what is its identity? A wrong "absent" deletes someone's metadata, so every
 //! infrastructure failure is an error with a category, never `Absent`.
 
+pub mod coalesce;
 pub mod credentials;
 pub mod egress;
 pub mod fresh_reads;
@@ -294,6 +295,42 @@ pub async fn probe_each<P: CatalogProvider>(
     }
 }
 
+/// A probe's answer with the columns of a present table or view (`None` for a topic, and for a
+/// relation left out of the column question: dropped since the probe, or its column read failed
+/// in a way that may be its own; its asker then asks for it alone).
+pub type ProbedColumns = (Probe, Option<Vec<Column>>);
+
+/// What an acceptance asks of a catalog for many sources at once: the probes (`probe_each`, so
+/// one target's failure stays its own), then every column list of the present relations in one
+/// more question. A failure of the catalog itself fails the batch.
+pub async fn probe_with_columns<P: CatalogProvider>(
+    provider: &P,
+    targets: &[ProbeTarget],
+) -> Result<Vec<Result<ProbedColumns, ProviderError>>, ProviderError> {
+    let probes = probe_each(provider, targets).await?;
+    let present: Vec<ProbeTarget> = targets
+        .iter()
+        .zip(&probes)
+        .filter(|(_, a)| {
+            matches!(a, Ok(Probe::Present { object_type, .. }) if *object_type != ObjectType::Topic)
+        })
+        .map(|(t, _)| t.clone())
+        .collect();
+    let mut columns = match present.is_empty() {
+        true => Default::default(),
+        false => match provider.columns_of(&present).await {
+            Ok(c) => c,
+            Err(e) if e.may_belong_to_one_target() => Default::default(),
+            Err(e) => return Err(e),
+        },
+    };
+    Ok(targets
+        .iter()
+        .zip(probes)
+        .map(|(t, probe)| probe.map(|p| (p, columns.remove(t))))
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -322,6 +359,13 @@ mod tests {
         forbidden: Vec<ProbeTarget>,
         down: bool,
         calls: std::sync::atomic::AtomicUsize,
+        /// Probed as topics (no columns).
+        topics: Vec<ProbeTarget>,
+        /// Fails every column question (the catalog went down after the probe).
+        columns_down: bool,
+        /// Probed fine, but their columns may not be read.
+        columns_forbidden: Vec<ProbeTarget>,
+        column_calls: std::sync::atomic::AtomicUsize,
     }
 
     impl CatalogProvider for Fake {
@@ -339,7 +383,10 @@ mod tests {
             Ok(targets
                 .iter()
                 .map(|t| Probe::Present {
-                    object_type: ObjectType::Table,
+                    object_type: match self.topics.contains(t) {
+                        true => ObjectType::Topic,
+                        false => ObjectType::Table,
+                    },
                     native_id: format!("{t:?}"),
                 })
                 .collect())
@@ -347,8 +394,35 @@ mod tests {
         async fn find_by_id(&self, _: &str) -> Result<Option<Found>, ProviderError> {
             Ok(None)
         }
-        async fn columns(&self, _: &str, _: &str) -> Result<Option<Vec<Column>>, ProviderError> {
-            Ok(None)
+        async fn columns(
+            &self,
+            schema: &str,
+            name: &str,
+        ) -> Result<Option<Vec<Column>>, ProviderError> {
+            let target = ProbeTarget::relation(schema, name);
+            if self.forbidden.contains(&target) || self.columns_forbidden.contains(&target) {
+                return Err(ProviderError::PermissionDenied("table".into()));
+            }
+            Ok(Some(vec![Column::new(name, "integer")]))
+        }
+        async fn columns_of(
+            &self,
+            targets: &[ProbeTarget],
+        ) -> Result<std::collections::HashMap<ProbeTarget, Vec<Column>>, ProviderError> {
+            self.column_calls
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if self.columns_down {
+                return Err(ProviderError::Unreachable("connection reset".into()));
+            }
+            let mut out = std::collections::HashMap::new();
+            for t in targets {
+                if let ProbeTarget::Relation { schema, name } = t
+                    && let Some(cols) = self.columns(schema, name).await?
+                {
+                    out.insert(t.clone(), cols);
+                }
+            }
+            Ok(out)
         }
         async fn server_identity(&self) -> Result<String, ProviderError> {
             Ok("fake".into())
@@ -406,5 +480,87 @@ mod tests {
         let answers = probe_each(&fake, &targets(50)).await.unwrap();
         assert!(answers.iter().all(Result::is_ok));
         assert_eq!(fake.calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    /// Whether an answer is present with the columns `{name: integer}` of its own table.
+    fn has_own_columns(target: &ProbeTarget, answer: &Result<ProbedColumns, ProviderError>) -> bool {
+        let ProbeTarget::Relation { name, .. } = target else {
+            return false;
+        };
+        matches!(answer, Ok((Probe::Present { .. }, Some(cols))) if *cols == vec![Column::new(name.as_str(), "integer")])
+    }
+
+    #[tokio::test]
+    async fn probes_and_columns_of_a_batch_are_two_questions_and_each_target_gets_its_own() {
+        let all = targets(6);
+        let fake = Fake {
+            topics: vec![all[4].clone()],
+            ..Default::default()
+        };
+        let answers = probe_with_columns(&fake, &all).await.unwrap();
+        assert_eq!(answers.len(), 6);
+        for (i, (t, a)) in all.iter().zip(&answers).enumerate() {
+            match i {
+                4 => assert!(
+                    matches!(a, Ok((Probe::Present { object_type: ObjectType::Topic, .. }, None))),
+                    "a topic has no columns: {a:?}"
+                ),
+                _ => assert!(has_own_columns(t, a), "{i}: {a:?}"),
+            }
+        }
+        let calls = |c: &std::sync::atomic::AtomicUsize| c.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!((calls(&fake.calls), calls(&fake.column_calls)), (1, 1));
+    }
+
+    #[tokio::test]
+    async fn a_forbidden_target_fails_alone_and_leaves_the_others_their_columns() {
+        let all = targets(5);
+        let fake = Fake {
+            forbidden: vec![all[1].clone()],
+            ..Default::default()
+        };
+        let answers = probe_with_columns(&fake, &all).await.unwrap();
+        for (i, (t, a)) in all.iter().zip(&answers).enumerate() {
+            match i {
+                1 => assert!(matches!(a, Err(ProviderError::PermissionDenied(_))), "{a:?}"),
+                _ => assert!(has_own_columns(t, a), "{i}: {a:?}"),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn columns_one_target_may_not_read_are_left_to_each_asker_alone() {
+        let all = targets(3);
+        let fake = Fake {
+            columns_forbidden: vec![all[0].clone()],
+            ..Default::default()
+        };
+        let answers = probe_with_columns(&fake, &all).await.unwrap();
+        assert!(
+            answers.iter().all(|a| matches!(a, Ok((Probe::Present { .. }, None)))),
+            "probed, columns left to the askers: {answers:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_catalog_that_fails_the_column_question_fails_the_batch() {
+        let fake = Fake {
+            columns_down: true,
+            ..Default::default()
+        };
+        let answer = probe_with_columns(&fake, &targets(3)).await;
+        assert!(matches!(answer, Err(ProviderError::Unreachable(_))), "{answer:?}");
+    }
+
+    #[tokio::test]
+    async fn a_batch_of_absent_objects_and_topics_asks_no_column_question() {
+        let all = targets(2);
+        let fake = Fake {
+            topics: all.clone(),
+            ..Default::default()
+        };
+        let answers = probe_with_columns(&fake, &all).await.unwrap();
+        assert!(answers.iter().all(|a| matches!(a, Ok((_, None)))), "{answers:?}");
+        assert_eq!(fake.column_calls.load(std::sync::atomic::Ordering::SeqCst), 0);
     }
 }

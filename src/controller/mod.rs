@@ -70,6 +70,8 @@ pub struct Context {
     pub stale_caches: Arc<crate::stale_cache::StaleCaches>,
     /// Models' own status writes, whose watch events trigger no reconcile (set by `run`).
     pub own_writes: Arc<OwnWrites>,
+    /// Acceptances' probes and column reads that wait for one catalog go out together.
+    pub source_batches: Arc<semantic_model::SourceBatches>,
 }
 
 impl Context {
@@ -98,6 +100,7 @@ impl Context {
             sources_resolved: Mutex::default(),
             stale_caches: Arc::default(),
             own_writes: Arc::default(),
+            source_batches: Arc::new(semantic_model::source_batches()),
         }
     }
 

@@ -30,6 +30,7 @@ use crate::model::validate::{self, CatalogLookup};
 use crate::ossie::SourceRef;
 use drift::DriftCheck;
 use resolve::Resolved;
+pub use resolve::{SourceBatches, source_batches};
 
 pub const CONTROLLER: &str = super::names::SEMANTIC_MODEL;
 

@@ -1,13 +1,20 @@
-//! Level 3 of DESIGN 3.1, the I/O: each distinct source resolved once, one batched probe per
-//! catalog, then the columns of the sources that exist.
+//! Level 3 of DESIGN 3.1, the I/O: each distinct source resolved once, by a probe and a column
+//! read that began after this reconcile did. Acceptances waiting for one catalog share those
+//! questions (`catalog::coalesce`): at bring-up one probe and one column query answer many
+//! models instead of two queries each.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use futures::FutureExt;
 use kube::ResourceExt;
 
-use crate::catalog::registry::provider_from;
-use crate::catalog::{CatalogProvider, ObjectType, Probe, ProbeTarget, ProviderError};
+use crate::catalog::coalesce::{Coalescer, SendBatch};
+use crate::catalog::registry::{AnyProvider, MAX_CONNECTIONS, provider_from};
+use crate::catalog::{
+    CatalogProvider, ObjectType, Probe, ProbeTarget, ProbedColumns, ProviderError,
+    probe_with_columns,
+};
 use crate::controller::{Context, Error};
 use crate::crd::catalog::Provider;
 use crate::crd::{Catalog, SemanticModel};
@@ -21,8 +28,46 @@ pub enum Resolved {
     Pending(String),
 }
 
-/// Resolves each distinct source once, one batched probe per catalog, then reads the columns
-/// of the sources that exist.
+/// Acceptances' questions by provider (its address: the lane holds the provider, so the address
+/// is not reused while the lane lives); each target answered on its own.
+pub type SourceBatches =
+    Coalescer<usize, ProbeTarget, Result<ProbedColumns, ProviderError>, ProviderError>;
+
+/// Most targets in one batch: DESIGN 5.3's default probe batch size.
+const SOURCE_BATCH: usize = 200;
+
+/// As many batches at once per catalog as its pool has connections.
+pub fn source_batches() -> SourceBatches {
+    Coalescer::new(MAX_CONNECTIONS, SOURCE_BATCH)
+}
+
+/// Asks `provider` about `targets`, each answered by a batch begun after this call; they wait
+/// together, so one model's sources go out in one batch when nobody else is waiting.
+async fn ask(
+    batches: &SourceBatches,
+    provider: &Arc<AnyProvider>,
+    targets: &[ProbeTarget],
+) -> Result<Vec<ProbedColumns>, ProviderError> {
+    let lane = Arc::as_ptr(provider) as usize;
+    let provider = provider.clone();
+    // Built only when this ask opens the catalog's lane; later asks join its batches.
+    let send = move || -> SendBatch<ProbeTarget, Result<ProbedColumns, ProviderError>, ProviderError> {
+        Arc::new(move |targets: Vec<ProbeTarget>| {
+            let provider = provider.clone();
+            async move { probe_with_columns(provider.as_ref(), &targets).await }.boxed()
+        })
+    };
+    let lost = ProviderError::Protocol("the catalog answered a probe batch short".into());
+    batches
+        .ask_many(lane, targets.to_vec(), send, lost)
+        .await
+        .into_iter()
+        .map(|answer| answer.and_then(|a| a))
+        .collect()
+}
+
+/// Resolves each distinct source once: probed, and the columns of those that exist read, by
+/// questions shared with other acceptances of the same catalog.
 pub async fn resolve(
     ctx: &Context,
     model: &SemanticModel,
@@ -63,26 +108,11 @@ pub async fn resolve(
             .iter()
             .map(|r| ProbeTarget::relation(&r.schema, &r.name))
             .collect();
-        let answers = match provider.probe(&targets).await {
+        let answers = match ask(&ctx.source_batches, &provider, &targets).await {
             Ok(a) => a,
             Err(e) => return Ok(failed(e)),
         };
-        // Every column list of this catalog's present relations in one question.
-        let present: Vec<ProbeTarget> = targets
-            .iter()
-            .zip(&answers)
-            .filter(|(_, a)| matches!(a, Probe::Present { object_type, .. } if *object_type != ObjectType::Topic))
-            .map(|(t, _)| t.clone())
-            .collect();
-        let mut columns_of = if present.is_empty() {
-            Default::default()
-        } else {
-            match provider.columns_of(&present).await {
-                Ok(c) => c,
-                Err(e) => return Ok(failed(e)),
-            }
-        };
-        for ((r, target), answer) in refs.into_iter().zip(targets).zip(answers) {
+        for (r, (answer, columns_read)) in refs.into_iter().zip(answers) {
             let lookup = match answer {
                 Probe::Absent => SourceLookup::Absent,
                 Probe::Present {
@@ -97,9 +127,9 @@ pub async fn resolve(
                     object_type,
                     native_id,
                 } => {
-                    // Left out of the batch: no columns, or dropped since the probe. Asked
-                    // once more to tell the two apart.
-                    let columns = match columns_of.remove(&target) {
+                    // Left out of the batch: no columns, dropped since the probe, or its columns
+                    // not readable with the others. Asked once more, alone, to tell them apart.
+                    let columns = match columns_read {
                         Some(c) => Ok(Some(c)),
                         None => provider.columns(&r.schema, &r.name).await,
                     };

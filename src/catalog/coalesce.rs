@@ -1,8 +1,9 @@
-//! Live probes of different sources that wait for the same catalog go out together: each key
-//! (a provider) has a lane of asks waiting and at most `max_in_flight` batches running; a batch
-//! takes every ask waiting when it starts (up to `max_batch`), so under load one catalog query
-//! answers many lookups instead of each lookup queueing for a connection of its own. An answer
-//! always comes from a batch that started after the ask was made: nothing is cached.
+//! Live questions about different sources that wait for the same catalog go out together: each
+//! key (a provider) has a lane of asks waiting and at most `max_in_flight` batches running; a
+//! batch takes every ask waiting when it starts (up to `max_batch`), so under load one catalog
+//! query answers many asks instead of each queueing for a connection of its own. The read API's
+//! lookups and the model controller's acceptances each have a coalescer. An answer always comes
+//! from a batch that started after the ask was made: nothing is cached.
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -55,7 +56,21 @@ where
         send: impl FnOnce() -> SendBatch<T, A, E>,
         lost: E,
     ) -> Result<A, E> {
-        let (tx, rx) = oneshot::channel();
+        let mut answers = self.ask_many(key, vec![target], send, lost.clone()).await;
+        answers.pop().unwrap_or(Err(lost))
+    }
+
+    /// Like [`Coalescer::ask`] for several targets, in order. They wait in the lane together, so
+    /// an idle lane sends them in one batch (up to `max_batch`) rather than one batch each.
+    pub async fn ask_many(
+        &self,
+        key: K,
+        targets: Vec<T>,
+        send: impl FnOnce() -> SendBatch<T, A, E>,
+        lost: E,
+    ) -> Vec<Result<A, E>> {
+        let (senders, receivers): (Vec<_>, Vec<_>) =
+            targets.iter().map(|_| oneshot::channel()).unzip();
         let start_driver = {
             let mut lanes = self.lanes.lock().expect("coalescer lanes poisoned");
             let lane = lanes.entry(key.clone()).or_insert_with(|| Lane {
@@ -63,7 +78,7 @@ where
                 in_flight: 0,
                 send: send(),
             });
-            lane.waiting.push((target, tx));
+            lane.waiting.extend(targets.into_iter().zip(senders));
             let start = lane.in_flight < self.max_in_flight;
             if start {
                 lane.in_flight += 1;
@@ -74,7 +89,11 @@ where
             // A task of its own: an asker that goes away must not take the others' batch with it.
             tokio::spawn(drive(self.lanes.clone(), key, self.max_batch));
         }
-        rx.await.unwrap_or(Err(lost))
+        let mut answers = Vec::with_capacity(receivers.len());
+        for rx in receivers {
+            answers.push(rx.await.unwrap_or_else(|_| Err(lost.clone())));
+        }
+        answers
     }
 
     /// Lanes alive now (asks waiting or batches running).
@@ -231,6 +250,23 @@ mod tests {
             "at most two batches at once"
         );
         assert_eq!(co.lanes(), 0, "an idle lane is removed");
+    }
+
+    #[tokio::test]
+    async fn targets_asked_together_on_an_idle_lane_go_in_one_batch_in_order() {
+        let cat = Arc::new(Catalog::default());
+        let co = Coalescer::new(4, 3);
+        let answers = co
+            .ask_many("pg", vec![5, 6, 7, 8], || sender(&cat), "lost")
+            .await;
+        let echoed: Vec<u32> = answers.iter().map(|a| a.unwrap().0).collect();
+        assert_eq!(echoed, [5, 6, 7, 8], "each target its own answer, in order");
+        assert_eq!(
+            *cat.batches.lock().unwrap(),
+            [3, 1],
+            "one batch, split only by the batch bound"
+        );
+        assert_eq!(co.lanes(), 0);
     }
 
     #[tokio::test]
