@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use super::ApiState;
 use super::auth::{Asker, Caller};
-use crate::catalog::coalesce;
 use super::error::{self, ApiError};
+use crate::catalog::coalesce;
 use crate::catalog::registry::provider_for_reads;
 use crate::catalog::{CatalogProvider, ObjectType, Probe, ProbeTarget, ProviderError};
 use crate::crd::catalog::Provider;

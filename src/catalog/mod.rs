@@ -483,7 +483,10 @@ mod tests {
     }
 
     /// Whether an answer is present with the columns `{name: integer}` of its own table.
-    fn has_own_columns(target: &ProbeTarget, answer: &Result<ProbedColumns, ProviderError>) -> bool {
+    fn has_own_columns(
+        target: &ProbeTarget,
+        answer: &Result<ProbedColumns, ProviderError>,
+    ) -> bool {
         let ProbeTarget::Relation { name, .. } = target else {
             return false;
         };
@@ -502,13 +505,23 @@ mod tests {
         for (i, (t, a)) in all.iter().zip(&answers).enumerate() {
             match i {
                 4 => assert!(
-                    matches!(a, Ok((Probe::Present { object_type: ObjectType::Topic, .. }, None))),
+                    matches!(
+                        a,
+                        Ok((
+                            Probe::Present {
+                                object_type: ObjectType::Topic,
+                                ..
+                            },
+                            None
+                        ))
+                    ),
                     "a topic has no columns: {a:?}"
                 ),
                 _ => assert!(has_own_columns(t, a), "{i}: {a:?}"),
             }
         }
-        let calls = |c: &std::sync::atomic::AtomicUsize| c.load(std::sync::atomic::Ordering::SeqCst);
+        let calls =
+            |c: &std::sync::atomic::AtomicUsize| c.load(std::sync::atomic::Ordering::SeqCst);
         assert_eq!((calls(&fake.calls), calls(&fake.column_calls)), (1, 1));
     }
 
@@ -522,7 +535,10 @@ mod tests {
         let answers = probe_with_columns(&fake, &all).await.unwrap();
         for (i, (t, a)) in all.iter().zip(&answers).enumerate() {
             match i {
-                1 => assert!(matches!(a, Err(ProviderError::PermissionDenied(_))), "{a:?}"),
+                1 => assert!(
+                    matches!(a, Err(ProviderError::PermissionDenied(_))),
+                    "{a:?}"
+                ),
                 _ => assert!(has_own_columns(t, a), "{i}: {a:?}"),
             }
         }
@@ -537,7 +553,9 @@ mod tests {
         };
         let answers = probe_with_columns(&fake, &all).await.unwrap();
         assert!(
-            answers.iter().all(|a| matches!(a, Ok((Probe::Present { .. }, None)))),
+            answers
+                .iter()
+                .all(|a| matches!(a, Ok((Probe::Present { .. }, None)))),
             "probed, columns left to the askers: {answers:?}"
         );
     }
@@ -549,7 +567,10 @@ mod tests {
             ..Default::default()
         };
         let answer = probe_with_columns(&fake, &targets(3)).await;
-        assert!(matches!(answer, Err(ProviderError::Unreachable(_))), "{answer:?}");
+        assert!(
+            matches!(answer, Err(ProviderError::Unreachable(_))),
+            "{answer:?}"
+        );
     }
 
     #[tokio::test]
@@ -560,7 +581,13 @@ mod tests {
             ..Default::default()
         };
         let answers = probe_with_columns(&fake, &all).await.unwrap();
-        assert!(answers.iter().all(|a| matches!(a, Ok((_, None)))), "{answers:?}");
-        assert_eq!(fake.column_calls.load(std::sync::atomic::Ordering::SeqCst), 0);
+        assert!(
+            answers.iter().all(|a| matches!(a, Ok((_, None)))),
+            "{answers:?}"
+        );
+        assert_eq!(
+            fake.column_calls.load(std::sync::atomic::Ordering::SeqCst),
+            0
+        );
     }
 }

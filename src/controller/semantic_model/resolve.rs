@@ -51,12 +51,13 @@ async fn ask(
     let lane = Arc::as_ptr(provider) as usize;
     let provider = provider.clone();
     // Built only when this ask opens the catalog's lane; later asks join its batches.
-    let send = move || -> SendBatch<ProbeTarget, Result<ProbedColumns, ProviderError>, ProviderError> {
-        Arc::new(move |targets: Vec<ProbeTarget>| {
-            let provider = provider.clone();
-            async move { probe_with_columns(provider.as_ref(), &targets).await }.boxed()
-        })
-    };
+    let send =
+        move || -> SendBatch<ProbeTarget, Result<ProbedColumns, ProviderError>, ProviderError> {
+            Arc::new(move |targets: Vec<ProbeTarget>| {
+                let provider = provider.clone();
+                async move { probe_with_columns(provider.as_ref(), &targets).await }.boxed()
+            })
+        };
     let lost = ProviderError::Protocol("the catalog answered a probe batch short".into());
     batches
         .ask_many(lane, targets.to_vec(), send, lost)
