@@ -103,18 +103,11 @@ pub type ProbeBatches = crate::catalog::coalesce::Coalescer<
     crate::catalog::ProviderError,
 >;
 
-/// Most targets in one batch: DESIGN 5.3's default probe batch size.
-pub const PROBE_BATCH: usize = 200;
-
 impl Default for SourceProbes {
     fn default() -> Self {
         SourceProbes {
             flights: Default::default(),
-            // As many batches at once as a catalog's pool has connections.
-            batches: Arc::new(crate::catalog::coalesce::Coalescer::new(
-                crate::catalog::registry::MAX_CONNECTIONS,
-                PROBE_BATCH,
-            )),
+            batches: Arc::new(crate::catalog::coalesce::per_provider()),
         }
     }
 }

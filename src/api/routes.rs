@@ -256,7 +256,7 @@ pub(super) async fn resolve_source(
     };
     // Many clients asking for one source at once cost one catalog round trip.
     let key = (
-        Arc::as_ptr(&provider) as usize,
+        coalesce::provider_lane(&provider),
         source.schema.clone(),
         source.name.clone(),
     );
@@ -284,9 +284,8 @@ pub(super) async fn resolve_source(
                     .boxed()
                 })
             };
-            let lost = ProviderError::Protocol("the catalog answered a probe batch short".into());
             batches
-                .ask(lane, target, send, lost)
+                .ask(lane, target, send, ProviderError::batch_answered_short())
                 .await
                 .and_then(|answer| answer)
                 .map(|answer| vec![answer])

@@ -24,6 +24,26 @@ struct Lane<T, A, E> {
 
 type Lanes<K, T, A, E> = Arc<Mutex<HashMap<K, Lane<T, A, E>>>>;
 
+/// Most targets in one batch: DESIGN 5.3's default probe batch size.
+pub const MAX_BATCH: usize = 200;
+
+/// A coalescer with a lane per catalog provider ([`provider_lane`]): as many batches at once per
+/// catalog as its pool has connections.
+pub fn per_provider<T, A, E>() -> Coalescer<usize, T, A, E>
+where
+    T: Send + 'static,
+    A: Send + 'static,
+    E: Clone + Send + 'static,
+{
+    Coalescer::new(super::registry::MAX_CONNECTIONS, MAX_BATCH)
+}
+
+/// A provider's lane: its address. The lane's `send` holds the provider, so the address cannot
+/// be reused for another provider while the lane lives.
+pub fn provider_lane<P>(provider: &Arc<P>) -> usize {
+    Arc::as_ptr(provider) as usize
+}
+
 pub struct Coalescer<K, T, A, E> {
     lanes: Lanes<K, T, A, E>,
     max_in_flight: usize,

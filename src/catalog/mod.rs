@@ -270,6 +270,11 @@ impl ProviderError {
             ProviderError::PermissionDenied(_) | ProviderError::Protocol(_)
         )
     }
+
+    /// What an ask gets when its coalesced batch returned fewer answers than targets.
+    pub fn batch_answered_short() -> Self {
+        ProviderError::Protocol("the catalog answered a probe batch short".into())
+    }
 }
 
 /// Probes `targets` together and answers each on its own: when the batch fails in a way that may

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use futures::FutureExt;
 use kube::ResourceExt;
 
-use crate::catalog::coalesce::{Coalescer, SendBatch};
-use crate::catalog::registry::{AnyProvider, MAX_CONNECTIONS, provider_from};
+use crate::catalog::coalesce::{self, Coalescer, SendBatch};
+use crate::catalog::registry::{AnyProvider, provider_from};
 use crate::catalog::{
     CatalogProvider, ObjectType, Probe, ProbeTarget, ProbedColumns, ProviderError,
     probe_with_columns,
@@ -33,12 +33,8 @@ pub enum Resolved {
 pub type SourceBatches =
     Coalescer<usize, ProbeTarget, Result<ProbedColumns, ProviderError>, ProviderError>;
 
-/// Most targets in one batch: DESIGN 5.3's default probe batch size.
-const SOURCE_BATCH: usize = 200;
-
-/// As many batches at once per catalog as its pool has connections.
 pub fn source_batches() -> SourceBatches {
-    Coalescer::new(MAX_CONNECTIONS, SOURCE_BATCH)
+    coalesce::per_provider()
 }
 
 /// Asks `provider` about `targets`, each answered by a batch begun after this call; they wait
@@ -46,9 +42,9 @@ pub fn source_batches() -> SourceBatches {
 async fn ask(
     batches: &SourceBatches,
     provider: &Arc<AnyProvider>,
-    targets: &[ProbeTarget],
+    targets: Vec<ProbeTarget>,
 ) -> Result<Vec<ProbedColumns>, ProviderError> {
-    let lane = Arc::as_ptr(provider) as usize;
+    let lane = coalesce::provider_lane(provider);
     let provider = provider.clone();
     // Built only when this ask opens the catalog's lane; later asks join its batches.
     let send =
@@ -58,9 +54,8 @@ async fn ask(
                 async move { probe_with_columns(provider.as_ref(), &targets).await }.boxed()
             })
         };
-    let lost = ProviderError::Protocol("the catalog answered a probe batch short".into());
     batches
-        .ask_many(lane, targets.to_vec(), send, lost)
+        .ask_many(lane, targets, send, ProviderError::batch_answered_short())
         .await
         .into_iter()
         .map(|answer| answer.and_then(|a| a))
@@ -109,7 +104,7 @@ pub async fn resolve(
             .iter()
             .map(|r| ProbeTarget::relation(&r.schema, &r.name))
             .collect();
-        let answers = match ask(&ctx.source_batches, &provider, &targets).await {
+        let answers = match ask(&ctx.source_batches, &provider, targets).await {
             Ok(a) => a,
             Err(e) => return Ok(failed(e)),
         };
