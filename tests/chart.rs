@@ -232,6 +232,144 @@ fn rbac_is_least_privilege_without_wildcards() {
     }
 }
 
+/// `rbac.aggregate` (on by default): view/edit/admin ClusterRoles labelled for the built-in
+/// roles; view reads exactly what the aggregated discovery lists with get/list, edit writes only
+/// SemanticModels, admin Catalogs, ReconcilePolicies and check rounds; off renders none.
+#[test]
+fn namespace_roles_aggregate_into_view_edit_and_admin() {
+    let objects = render(&[]);
+    let aggregated = |label: &str| -> Vec<Value> {
+        find(&objects, "ClusterRole")
+            .into_iter()
+            .filter(|r| r["metadata"]["labels"][label] == "true")
+            .flat_map(|r| r["rules"].as_array().unwrap().clone())
+            .collect()
+    };
+    let grants = |rules: &[Value], group: &str| -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = rules
+            .iter()
+            .filter(|r| {
+                r["apiGroups"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|g| g == group)
+            })
+            .flat_map(|r| {
+                let verbs = r["verbs"].as_array().unwrap().clone();
+                r["resources"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .flat_map(move |res| {
+                        let verbs = verbs.clone();
+                        verbs.into_iter().map(move |v| {
+                            (
+                                res.as_str().unwrap().to_string(),
+                                v.as_str().unwrap().to_string(),
+                            )
+                        })
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    let view = aggregated("rbac.authorization.k8s.io/aggregate-to-view");
+    let edit = aggregated("rbac.authorization.k8s.io/aggregate-to-edit");
+    let admin = aggregated("rbac.authorization.k8s.io/aggregate-to-admin");
+
+    // view: every read discovery lists, and nothing it does not.
+    let discovery = semops::api::aggregated::resource_list();
+    let mut reads: Vec<(String, String)> = discovery["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| {
+            let name = r["name"].as_str().unwrap().to_string();
+            r["verbs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|v| *v == "get" || *v == "list")
+                .map(move |_| name.clone())
+                .collect::<Vec<_>>()
+        })
+        .flat_map(|name| {
+            [
+                (name.clone(), "get".to_string()),
+                (name, "list".to_string()),
+            ]
+        })
+        .collect();
+    reads.sort();
+    reads.dedup();
+    assert_eq!(grants(&view, "query.semops.io"), reads);
+    let view_kinds = grants(&view, "semops.io");
+    for kind in ["semanticmodels", "catalogs", "reconcilepolicies"] {
+        for sub in [kind.to_string(), format!("{kind}/status")] {
+            for verb in ["get", "list", "watch"] {
+                assert!(
+                    view_kinds.contains(&(sub.clone(), verb.into())),
+                    "view {verb} {sub}"
+                );
+            }
+        }
+    }
+    assert!(
+        view_kinds
+            .iter()
+            .all(|(_, v)| ["get", "list", "watch"].contains(&v.as_str())),
+        "view only reads: {view_kinds:?}"
+    );
+    // edit: SemanticModels only; admin: Catalogs, ReconcilePolicies, check rounds.
+    let written = |rules: &[Value]| -> Vec<String> {
+        let mut r: Vec<String> = ["semops.io", "query.semops.io"]
+            .into_iter()
+            .flat_map(|g| {
+                grants(rules, g)
+                    .into_iter()
+                    .map(move |(res, _)| format!("{g} {res}"))
+            })
+            .collect();
+        r.sort();
+        r.dedup();
+        r
+    };
+    assert_eq!(written(&edit), ["semops.io semanticmodels"]);
+    assert_eq!(
+        written(&admin),
+        [
+            "query.semops.io catalogs/reconcile",
+            "semops.io catalogs",
+            "semops.io catalogs/reconcile",
+            "semops.io reconcilepolicies"
+        ]
+    );
+    for rule in edit.iter().chain(&admin) {
+        let resources = rule["resources"].as_array().unwrap();
+        assert!(
+            !resources
+                .iter()
+                .any(|r| r.as_str().unwrap().ends_with("/status")),
+            "no status writes for people: {rule}"
+        );
+    }
+
+    let off = render(&["rbac.aggregate=false"]);
+    assert!(
+        find(&off, "ClusterRole")
+            .iter()
+            .all(|r| r["metadata"]["labels"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .all(|k| !k.starts_with("rbac.authorization.k8s.io/aggregate"))),
+        "rbac.aggregate=false renders no aggregated role"
+    );
+}
+
 /// `rbac.secretNamespaces`: Secrets and ControllerRevisions only through a Role in each listed
 /// namespace, nowhere cluster-wide.
 #[test]

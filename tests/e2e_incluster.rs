@@ -326,6 +326,7 @@ fn the_chart_runs_for_real_from_install_to_uninstall() {
 
     read_api_through_the_api_server(env, &app.name);
     read_api_on_the_direct_port(env, &app.name);
+    namespace_roles(env, &app.name);
 
     // The leader's Pod is deleted while models are edited: the other replica takes over, every
     // edit is accepted, no metric id is lost, reused or duplicated.
@@ -738,10 +739,8 @@ fn read_api_through_the_api_server(env: &Env, ns: &str) {
     assert_eq!(r[1]["isError"], true, "carol: {r:?}");
 }
 
-/// The direct HTTPS port (Gravitino paths) through `kubectl port-forward`: the chart's CA
-/// verifies it, a semops-audience token works, the API server's audience does not; /metrics
-/// on the same port needs a token allowed `get /metrics`.
-fn read_api_on_the_direct_port(env: &Env, ns: &str) {
+/// The chart's API CA (the generated `semops-api-tls` Secret), written to a file for curl.
+fn chart_ca(env: &Env) -> std::path::PathBuf {
     let ca = env.work_dir.join("semops-api-ca.crt");
     let b64 = env.kubectl_ok(&[
         "get",
@@ -764,30 +763,61 @@ fn read_api_on_the_direct_port(env: &Env, ns: &str) {
         })
         .unwrap();
     std::fs::write(&ca, pem.stdout).unwrap();
-    let forward = Forward::start(env, 8090);
-    let https = |path: &str, token: Option<&str>| -> (u16, String) {
-        let host = format!("{RELEASE}.{SYSTEM}.svc");
-        let mut c = Command::new("curl");
+    ca
+}
+
+/// One request to the direct HTTPS port through a port-forward on `port`, verified against
+/// the chart's CA under the Service's name: (status, body).
+fn https(
+    ca: &std::path::Path,
+    port: u16,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&str>,
+) -> (u16, String) {
+    let host = format!("{RELEASE}.{SYSTEM}.svc");
+    let mut c = Command::new("curl");
+    c.args([
+        "-sS",
+        "--max-time",
+        "20",
+        "-w",
+        "\n%{http_code}",
+        "-X",
+        method,
+        "--cacert",
+    ])
+    .arg(ca)
+    .arg("--resolve")
+    .arg(format!("{host}:{port}:127.0.0.1"))
+    .arg(format!("https://{host}:{port}{path}"));
+    if let Some(t) = token {
+        c.args(["-H", &format!("Authorization: Bearer {t}")]);
+    }
+    if let Some(b) = body {
         c.args([
-            "-sS",
-            "--max-time",
-            "20",
-            "-w",
-            "\n%{http_code}",
-            "--cacert",
-        ])
-        .arg(&ca)
-        .arg("--resolve")
-        .arg(format!("{host}:{}:127.0.0.1", forward.1))
-        .arg(format!("https://{host}:{}{path}", forward.1));
-        if let Some(t) = token {
-            c.args(["-H", &format!("Authorization: Bearer {t}")]);
-        }
-        let out = c.output().unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
-        (code.trim().parse().unwrap_or(0), body.to_string())
-    };
+            "-H",
+            "content-type: application/json",
+            "-H",
+            "accept: application/json, text/event-stream",
+            "--data-binary",
+            b,
+        ]);
+    }
+    let out = c.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (code.trim().parse().unwrap_or(0), body.to_string())
+}
+
+/// The direct HTTPS port (Gravitino paths) through `kubectl port-forward`: the chart's CA
+/// verifies it, a semops-audience token works, the API server's audience does not; /metrics
+/// on the same port needs a token allowed `get /metrics`.
+fn read_api_on_the_direct_port(env: &Env, ns: &str) {
+    let ca = chart_ca(env);
+    let forward = Forward::start(env, 8090);
+    let https = |path: &str, token: Option<&str>| https(&ca, forward.1, "GET", path, token, None);
     let token = env.service_account_token(
         ns,
         "direct",
@@ -832,4 +862,353 @@ fn read_api_on_the_direct_port(env: &Env, ns: &str) {
     });
     assert!(body.contains("semops_"), "{code}");
     drop(forward);
+}
+
+/// A ServiceAccount of `ns` bound (RoleBinding) to the built-in ClusterRole `role`; returns a
+/// token-only kubeconfig (API server audience) and a semops-audience token for the direct port.
+fn bound_to_builtin_role(env: &Env, ns: &str, role: &str) -> (std::path::PathBuf, String) {
+    let sa = format!("team-{role}");
+    env.kubectl_ok(&["create", "serviceaccount", &sa, "-n", ns]);
+    env.kubectl_ok(&[
+        "create",
+        "rolebinding",
+        &sa,
+        "-n",
+        ns,
+        "--clusterrole",
+        role,
+        "--serviceaccount",
+        &format!("{ns}:{sa}"),
+    ]);
+    let kubeconfig = env.work_dir.join(format!("{sa}.kubeconfig"));
+    let token = env.kubectl_ok(&["create", "token", &sa, "-n", ns]);
+    env.token_kubeconfig(token.trim(), &kubeconfig);
+    let semops_token = env.kubectl_ok(&["create", "token", &sa, "-n", ns, "--audience", "semops"]);
+    (kubeconfig, semops_token.trim().to_string())
+}
+
+/// `kubectl auth can-i VERB RESOURCE [--subresource=S] -n NS` as the user of `kubeconfig`:
+/// (allowed, stderr).
+fn can_i(
+    env: &Env,
+    kubeconfig: &std::path::Path,
+    verb: &str,
+    what: &str,
+    ns: &str,
+) -> (bool, String) {
+    let mut args = vec![
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "auth",
+        "can-i",
+        verb,
+    ];
+    args.extend(what.split_whitespace());
+    args.extend(["-n", ns]);
+    let out = env.tool("kubectl").args(&args).output().unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).trim() == "yes",
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// One MCP tool call on `/mcp` (stateless streamable HTTP) with `token`; the JSON-RPC result.
+fn mcp_call(
+    ca: &std::path::Path,
+    port: u16,
+    ns: &str,
+    token: &str,
+    tool: &str,
+    args: Value,
+) -> Value {
+    let request = serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": tool, "arguments": args}
+    });
+    let (code, body) = https(
+        ca,
+        port,
+        "POST",
+        &format!("/mcp?namespace={ns}"),
+        Some(token),
+        Some(&request.to_string()),
+    );
+    assert_eq!(code, 200, "/mcp {tool}: {body}");
+    // An SSE stream of one message, or plain JSON.
+    let json = body
+        .lines()
+        .find_map(|l| l.strip_prefix("data:"))
+        .unwrap_or(&body)
+        .trim()
+        .to_string();
+    let v: Value =
+        serde_json::from_str(&json).unwrap_or_else(|e| panic!("/mcp {tool}: {e}: {body}"));
+    v["result"].clone()
+}
+
+/// The built-in namespace roles through the chart's aggregated ClusterRoles: ServiceAccounts
+/// bound to `view`, `edit` and `admin` in `ns` can do exactly what docs/security.md's table says
+/// through kubectl, the aggregated API and `/mcp`, and nothing in another namespace; discovery
+/// lets `kubectl auth can-i` resolve every query resource; `rbac.aggregate=false` grants none.
+fn namespace_roles(env: &'static Env, ns: &str) {
+    let elsewhere = env.namespace("roles-elsewhere");
+    let view = bound_to_builtin_role(env, ns, "view");
+    let edit = bound_to_builtin_role(env, ns, "edit");
+    let admin = bound_to_builtin_role(env, ns, "admin");
+
+    // (verb, resource, view, edit, admin)
+    let table: &[(&str, &str, bool, bool, bool)] = &[
+        ("get", "semanticmodels.semops.io", true, true, true),
+        ("list", "catalogs.semops.io", true, true, true),
+        ("watch", "reconcilepolicies.semops.io", true, true, true),
+        (
+            "get",
+            "semanticmodels.semops.io --subresource=status",
+            true,
+            true,
+            true,
+        ),
+        ("create", "semanticmodels.semops.io", false, true, true),
+        ("delete", "semanticmodels.semops.io", false, true, true),
+        (
+            "patch",
+            "semanticmodels.semops.io --subresource=status",
+            false,
+            false,
+            false,
+        ),
+        ("create", "catalogs.semops.io", false, false, true),
+        ("update", "reconcilepolicies.semops.io", false, false, true),
+        (
+            "create",
+            "catalogs.query.semops.io --subresource=reconcile",
+            false,
+            false,
+            true,
+        ),
+        (
+            "create",
+            "catalogs.semops.io --subresource=reconcile",
+            false,
+            false,
+            true,
+        ),
+        ("list", "models.query.semops.io", true, true, true),
+    ];
+    // Aggregation is the controller-manager's work: wait until the last role has its rules.
+    eventually(Duration::from_secs(60), "admin aggregates semops", || {
+        can_i(env, &admin.0, "create", "catalogs.semops.io", ns)
+            .0
+            .then_some(())
+    });
+    for (verb, what, v, e, a) in table {
+        for ((kubeconfig, _), expected, who) in
+            [(&view, v, "view"), (&edit, e, "edit"), (&admin, a, "admin")]
+        {
+            let (allowed, stderr) = can_i(env, kubeconfig, verb, what, ns);
+            assert_eq!(allowed, *expected, "{who}: can-i {verb} {what}: {stderr}");
+            assert!(
+                !stderr.contains("resource type"),
+                "{who}: can-i {verb} {what}: {stderr}"
+            );
+            let (elsewhere_allowed, _) = can_i(env, kubeconfig, verb, what, &elsewhere.name);
+            assert!(
+                !elsewhere_allowed,
+                "{who}: {verb} {what} in another namespace"
+            );
+        }
+    }
+    // Every resource and subresource the read API serves resolves for RBAC tooling.
+    let discovery = semops::api::aggregated::resource_list();
+    for r in discovery["resources"].as_array().unwrap() {
+        let name = r["name"].as_str().unwrap();
+        let what = match name.split_once('/') {
+            Some((res, sub)) => format!("{res}.query.semops.io --subresource={sub}"),
+            None => format!("{name}.query.semops.io"),
+        };
+        let (_, stderr) = can_i(env, &view.0, "get", &what, ns);
+        assert!(stderr.trim().is_empty(), "can-i get {what}: {stderr}");
+    }
+    let listed = env.kubectl_ok(&[
+        "api-resources",
+        "--api-group",
+        "query.semops.io",
+        "-o",
+        "name",
+    ]);
+    for parent in [
+        "tables", "views", "schemas", "catalogs", "models", "metrics",
+    ] {
+        assert!(
+            listed.contains(&format!("{parent}.query.semops.io")),
+            "api-resources: {listed}"
+        );
+    }
+
+    // Through kubectl: view reads, edit writes a model, admin writes a Catalog.
+    let as_user = |kubeconfig: &std::path::Path, args: &[&str]| {
+        env.tool("kubectl")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    assert!(
+        as_user(&view.0, &["get", "sm,cat,rpol", "-n", ns])
+            .status
+            .success()
+    );
+    let model = "apiVersion: semops.io/v1alpha1\nkind: SemanticModel\nmetadata: {name: by-edit}\nspec:\n  catalog: analytics\n  schema: semantic\n  name: by_edit\n  definition:\n    datasets:\n    - {name: e, source: hr.public.employees, primaryKey: [id]}\n";
+    let applied = |kubeconfig: &std::path::Path, yaml: &str| {
+        let file = env.work_dir.join("roles-object.yaml");
+        std::fs::write(&file, yaml).unwrap();
+        as_user(
+            kubeconfig,
+            &["apply", "-n", ns, "-f", file.to_str().unwrap()],
+        )
+    };
+    assert!(
+        !applied(&view.0, model).status.success(),
+        "view cannot write a model"
+    );
+    let out = applied(&edit.0, model);
+    assert!(
+        out.status.success(),
+        "edit writes a model: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let catalog = "apiVersion: semops.io/v1alpha1\nkind: Catalog\nmetadata: {name: by-admin}\nspec: {provider: managed}\n";
+    assert!(
+        !applied(&edit.0, catalog).status.success(),
+        "edit cannot write a Catalog"
+    );
+    let out = applied(&admin.0, catalog);
+    assert!(
+        out.status.success(),
+        "admin writes a Catalog: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Through the aggregated API: view reads the model and asks no rounds; admin asks one.
+    let base = format!("/apis/query.semops.io/v1alpha1/namespaces/{ns}");
+    let body = eventually(
+        Duration::from_secs(60),
+        "view: the model through the API server",
+        || {
+            get_raw(
+                env,
+                &view.0,
+                &format!("{base}/models/analytics.semantic.employee_analysis"),
+            )
+            .ok()
+        },
+    );
+    assert!(body.contains("metricIds"), "{body}");
+    assert!(
+        get_raw(
+            env,
+            &view.0,
+            &format!(
+                "/apis/query.semops.io/v1alpha1/namespaces/{}/models",
+                elsewhere.name
+            )
+        )
+        .is_err()
+    );
+    let reconcile = |kubeconfig: &std::path::Path| {
+        let file = env.work_dir.join("dry-run.json");
+        std::fs::write(&file, "{\"dryRun\": true}").unwrap();
+        as_user(
+            kubeconfig,
+            &[
+                "create",
+                "--raw",
+                &format!("{base}/catalogs/hr/reconcile"),
+                "-f",
+                file.to_str().unwrap(),
+            ],
+        )
+    };
+    assert!(
+        !reconcile(&edit.0).status.success(),
+        "edit asks no check round"
+    );
+    let out = reconcile(&admin.0);
+    assert!(
+        out.status.success(),
+        "admin asks a check round: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Through /mcp on the direct port, with semops-audience tokens.
+    let ca = chart_ca(env);
+    let forward = Forward::start(env, 8090);
+    let listed = eventually(Duration::from_secs(60), "view: models over /mcp", || {
+        let r = mcp_call(
+            &ca,
+            forward.1,
+            ns,
+            &view.1,
+            "list_semantic_models",
+            serde_json::json!({"namespace": ns}),
+        );
+        (r["structuredContent"]["total"].as_u64() > Some(0)).then_some(r)
+    });
+    assert!(listed.to_string().contains("employee_analysis"), "{listed}");
+    let r = mcp_call(
+        &ca,
+        forward.1,
+        ns,
+        &view.1,
+        "list_semantic_models",
+        serde_json::json!({"namespace": elsewhere.name}),
+    );
+    assert!(
+        r["isError"] == true || r["structuredContent"]["total"] == 0,
+        "view elsewhere over /mcp: {r}"
+    );
+    drop(forward);
+
+    // Off: the aggregated ClusterRoles go, and with them every grant above.
+    let chart = format!("{}/charts/semops", support::ROOT);
+    helm(
+        env,
+        &[
+            "upgrade",
+            RELEASE,
+            &chart,
+            "-n",
+            SYSTEM,
+            "--reuse-values",
+            "--set",
+            "rbac.aggregate=false",
+        ],
+    );
+    for ((kubeconfig, _), who) in [(&view, "view"), (&edit, "edit"), (&admin, "admin")] {
+        eventually(
+            Duration::from_secs(60),
+            &format!("{who} loses semops"),
+            || {
+                let granted = table
+                    .iter()
+                    .any(|(verb, what, ..)| can_i(env, kubeconfig, verb, what, ns).0);
+                (!granted).then_some(())
+            },
+        );
+    }
+    helm(
+        env,
+        &[
+            "upgrade",
+            RELEASE,
+            &chart,
+            "-n",
+            SYSTEM,
+            "--reuse-values",
+            "--set",
+            "rbac.aggregate=true",
+        ],
+    );
+    env.kubectl_ok(&["delete", "sm/by-edit", "cat/by-admin", "-n", ns]);
 }

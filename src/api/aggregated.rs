@@ -212,14 +212,42 @@ pub fn resource_list() -> Value {
         entry.push(verb);
         entry.sort_unstable();
     }
+    // A subresource's parent is listed even where it has no path of its own (`tables` has only
+    // `tables/datasets`, ...): the API server's discovery drops a subresource without its
+    // parent, and then RBAC tooling (`kubectl auth can-i`) cannot resolve rules written for it.
+    let parents: Vec<String> = verbs
+        .keys()
+        .filter_map(|name| name.split_once('/').map(|(parent, _)| parent.to_string()))
+        .collect();
+    for parent in parents {
+        verbs.entry(parent).or_default();
+    }
     let resources: Vec<Value> = verbs
         .into_iter()
         .map(|(name, verbs)| {
-            let kind = if name.contains('/') { "Status" } else { "Object" };
-            json!({"name": name, "singularName": "", "namespaced": true, "kind": kind, "verbs": verbs})
+            let (kind, singular) = match name.split_once('/') {
+                Some(_) => ("Status".to_string(), String::new()),
+                None => (kind_of(&name), singular_of(&name)),
+            };
+            json!({"name": name, "singularName": singular, "namespaced": true, "kind": kind, "verbs": verbs})
         })
         .collect();
     json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": GROUP_VERSION, "resources": resources})
+}
+
+/// `tables` → `table`: what kubectl accepts besides the plural.
+fn singular_of(resource: &str) -> String {
+    resource.strip_suffix('s').unwrap_or(resource).to_string()
+}
+
+/// `tables` → `Table`: the kind a discovery entry names (nothing is stored under it).
+fn kind_of(resource: &str) -> String {
+    let singular = singular_of(resource);
+    let mut chars = singular.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => singular,
+    }
 }
 
 /// OpenAPI v3 of the group: each aggregated path documented as its Gravitino twin.
@@ -312,6 +340,7 @@ mod tests {
         assert_eq!(
             names,
             [
+                ("catalogs", ""),
                 ("catalogs/reconcile", "create"),
                 ("catalogs/registrations", "get"),
                 ("catalogs/stale-entities", "get"),
@@ -320,11 +349,14 @@ mod tests {
                 ("models", "get,list"),
                 ("models/lineage", "get"),
                 ("models/versions", "get"),
+                ("schemas", ""),
                 ("schemas/metrics", "get"),
                 ("schemas/models", "get"),
+                ("tables", ""),
                 ("tables/datasets", "get"),
                 ("tables/impact", "get"),
                 ("tables/lineage", "get"),
+                ("views", ""),
                 ("views/datasets", "get"),
                 ("views/impact", "get"),
                 ("views/lineage", "get"),

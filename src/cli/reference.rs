@@ -87,6 +87,15 @@ pub fn chart_readme(values_yaml: &str, app_version: &str) -> Result<String, Stri
          Helm refuses to adopt objects it did not create (\"exists and cannot be imported into the\n\
          current release\"), and you then apply `crds/` yourself on every upgrade.\n\n\
          **Image.** `image.tag` defaults to the chart's appVersion; `image.digest` pins the image.\n\n\
+         ## Namespace roles\n\n\
+         With `rbac.aggregate` (the default) the built-in `view`, `edit` and `admin` ClusterRoles cover\n\
+         semops, so a RoleBinding to one of them in a namespace grants this there (docs/security.md):\n\n\
+         | Role | Grants | Why |\n\
+         | --- | --- | --- |\n\
+         | `view` | get, list, watch SemanticModels, Catalogs, ReconcilePolicies and their status; get (list for `models`) every `query.semops.io` resource and subresource | reading models, metric ids and reports is what a team member does; the read API still filters per model |\n\
+         | `edit` | also create, update, patch, delete SemanticModels | models are a team's own definitions, shipped like any manifest |\n\
+         | `admin` | also create, update, patch, delete Catalogs and ReconcilePolicies; create `catalogs/reconcile` | a Catalog decides where semops connects with which Secret, a policy what it may remove |\n\n\
+         No role grants writes to status: only semops writes it.\n\n\
          ## Values\n\n\
          | Key | Type | Default | Description |\n\
          | --- | --- | --- | --- |\n"
