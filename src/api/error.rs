@@ -1,18 +1,21 @@
 //! One error envelope `{code, type, message}`: `code` is Gravitino's numeric constant so its
-//! clients keep working, `type` a stable name to branch on, `message` fixed text that never
-//! echoes raw input, secrets or internals.
+//! clients keep working, `type` a stable name to branch on, `message` semops's own text that
+//! never echoes raw input, secrets or internals. The aggregated API answers the same errors as
+//! Kubernetes `Status` objects ([`as_kubernetes_status`]).
 
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ApiError {
     pub status: StatusCode,
     pub code: i32,
     pub type_: &'static str,
-    pub message: &'static str,
+    /// Fixed text, or semops's own words about what the caller asked (a 403 names the verb,
+    /// resource and namespace that were missing); never raw server text or secrets.
+    pub message: std::borrow::Cow<'static, str>,
 }
 
 /// The error envelope.
@@ -21,7 +24,7 @@ pub struct Envelope {
     code: i32,
     #[serde(rename = "type")]
     type_: &'static str,
-    message: &'static str,
+    message: String,
 }
 
 impl IntoResponse for ApiError {
@@ -32,7 +35,7 @@ impl IntoResponse for ApiError {
             Json(Envelope {
                 code: self.code,
                 type_: self.type_,
-                message: self.message,
+                message: self.message.into_owned(),
             }),
         )
             .into_response();
@@ -52,6 +55,62 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// On the aggregated API's paths (`/apis/...`) every error is a Kubernetes `Status`, so kubectl
+/// and client-go print its reason and message; the envelope's `type` is kept as the cause's
+/// reason. The Gravitino paths keep the envelope.
+pub async fn as_kubernetes_status(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let aggregated = request.uri().path().starts_with("/apis");
+    let response = next.run(request).await;
+    if !aggregated || response.status().as_u16() < 400 {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 64 * 1024).await else {
+        return (parts.status, "error").into_response();
+    };
+    let Ok(envelope) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+        return Response::from_parts(parts, axum::body::Body::from(bytes));
+    };
+    let status = kubernetes_status(parts.status, &envelope);
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from(status.to_string()))
+}
+
+/// The `Status` object for an error answer `envelope` with HTTP `status`.
+pub fn kubernetes_status(status: StatusCode, envelope: &serde_json::Value) -> serde_json::Value {
+    let reason = match status.as_u16() {
+        400 => "BadRequest",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "NotFound",
+        405 => "MethodNotAllowed",
+        409 => "Conflict",
+        413 => "RequestEntityTooLarge",
+        422 => "Invalid",
+        429 => "TooManyRequests",
+        503 => "ServiceUnavailable",
+        504 => "Timeout",
+        _ => "InternalError",
+    };
+    let message = envelope["message"].as_str().unwrap_or(reason);
+    serde_json::json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "details": {
+            "group": super::paths::GROUP,
+            "causes": [{"reason": envelope["type"].as_str().unwrap_or(reason), "message": message}],
+        },
+        "code": status.as_u16(),
+    })
+}
+
 /// Seconds a 503 asks the client to wait.
 pub const RETRY_AFTER_SECONDS: &str = "1";
 
@@ -60,7 +119,22 @@ const fn e(status: StatusCode, code: i32, type_: &'static str, message: &'static
         status,
         code,
         type_,
-        message,
+        message: std::borrow::Cow::Borrowed(message),
+    }
+}
+
+/// 403 naming what the caller lacks: `verb` on `resource` (group semops.io) in `ns`.
+pub fn forbidden(user: &str, verb: &str, resource: &str, name: &str, ns: &str) -> ApiError {
+    let object = if name.is_empty() {
+        String::new()
+    } else {
+        format!(" {name:?}")
+    };
+    ApiError {
+        message: std::borrow::Cow::Owned(format!(
+            "{user:?} may not {verb} {resource}.semops.io{object} in namespace {ns:?}; a RoleBinding there to a role that grants it (with the chart's rbac.aggregate, the built-in view role does)"
+        )),
+        ..FORBIDDEN
     }
 }
 
@@ -246,3 +320,58 @@ pub const BODY_TOO_LARGE: ApiError = e(
     "ILLEGAL_ARGUMENTS",
     "the request body is too large; send {\"dryRun\": true} or nothing",
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_forbidden_answer_names_the_verb_resource_and_namespace_and_nothing_else() {
+        let e = forbidden(
+            "system:serviceaccount:team:reader",
+            "get",
+            "catalogs",
+            "hr",
+            "team",
+        );
+        assert_eq!(e.status, StatusCode::FORBIDDEN);
+        assert_eq!((e.code, e.type_), (1008, "FORBIDDEN"));
+        for part in [
+            "\"system:serviceaccount:team:reader\"",
+            "get catalogs.semops.io \"hr\"",
+            "namespace \"team\"",
+        ] {
+            assert!(e.message.contains(part), "{part}: {}", e.message);
+        }
+        let namespace_wide = forbidden("u", "create", "catalogs/reconcile", "", "ns");
+        assert!(
+            namespace_wide
+                .message
+                .contains("create catalogs/reconcile.semops.io in"),
+            "{}",
+            namespace_wide.message
+        );
+    }
+
+    #[test]
+    fn error_answers_become_kubernetes_status_objects_with_the_reason_kubectl_prints() {
+        let cases = [
+            (StatusCode::BAD_REQUEST, "BadRequest"),
+            (StatusCode::FORBIDDEN, "Forbidden"),
+            (StatusCode::NOT_FOUND, "NotFound"),
+            (StatusCode::CONFLICT, "Conflict"),
+            (StatusCode::PAYLOAD_TOO_LARGE, "RequestEntityTooLarge"),
+            (StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable"),
+            (StatusCode::BAD_GATEWAY, "InternalError"),
+        ];
+        for (code, reason) in cases {
+            let envelope = serde_json::json!({"code": 1, "type": "SOME_TYPE", "message": "why"});
+            let s = kubernetes_status(code, &envelope);
+            assert_eq!(s["kind"], "Status");
+            assert_eq!(s["reason"], reason, "{code}");
+            assert_eq!(s["code"], code.as_u16());
+            assert_eq!(s["message"], "why");
+            assert_eq!(s["details"]["causes"][0]["reason"], "SOME_TYPE");
+        }
+    }
+}

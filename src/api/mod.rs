@@ -154,6 +154,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
         )
         .fallback(|| async { error::NO_SUCH_PATH })
         .method_not_allowed_fallback(|| async { error::METHOD_NOT_ALLOWED })
+        .layer(middleware::from_fn(error::as_kubernetes_status))
         .layer(middleware::from_fn_with_state(state.clone(), observed))
         .with_state(state)
 }

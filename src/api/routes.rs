@@ -103,7 +103,7 @@ pub(super) async fn require_verb(
 ) -> Result<(), ApiError> {
     match state.auth.may(who, verb, ns, resource, name).await {
         Ok(true) => Ok(()),
-        Ok(false) => Err(error::FORBIDDEN),
+        Ok(false) => Err(error::forbidden(&who.username, verb, resource, name, ns)),
         Err(e) => {
             tracing::warn!(error = %e, "SubjectAccessReview failed");
             Err(error::INTERNAL)

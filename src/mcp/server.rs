@@ -107,9 +107,13 @@ impl SemopsMcp {
             Ok((200, body)) => Ok(body),
             Ok((status, body)) => {
                 let field = |k: &str| body.get(k).and_then(Value::as_str).unwrap_or("");
+                // The envelope's type, or a Kubernetes Status's reason (aggregated API).
+                let kind = match field("type") {
+                    "" => field("reason"),
+                    t => t,
+                };
                 Err(failure(format!(
-                    "{status} {}: {}",
-                    field("type"),
+                    "{status} {kind}: {}",
                     match field("message") {
                         "" => "unexpected answer",
                         m => m,
