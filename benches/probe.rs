@@ -178,6 +178,7 @@ fn postgres() {
         connect_timeout: Duration::from_secs(5),
         statement_timeout: Duration::from_secs(30),
         max_connections: 4,
+        addresses: Default::default(),
     };
     let targets: Vec<ProbeTarget> = (0..NAMES)
         .map(|i| ProbeTarget::relation("bench", format!("t{i}")))
@@ -238,6 +239,7 @@ fn kafka() {
         connect_timeout: Duration::from_secs(5),
         statement_timeout: Duration::from_secs(30),
         max_connections: 4,
+        addresses: Default::default(),
     };
     let targets: Vec<ProbeTarget> = (0..NAMES)
         .map(|i| ProbeTarget::relation("default", format!("t{i}")))

@@ -1223,7 +1223,7 @@ async fn run_round(rows: &mut Vec<Row>, engine: Engine) {
         }
     };
     env.apply_ok(&format!(
-        "apiVersion: v1\nkind: Secret\nmetadata: {{name: wh-reader, namespace: {n}, labels: {{semops.io/catalog-credentials: \"true\"}}}}\nstringData: {{username: {user}, password: {password}}}\n---\n{catalogs}"
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: wh-reader, namespace: {n}, labels: {{semops.io/catalog-credentials: \"true\"}}, annotations: {{semops.io/allowed-hosts: \"localhost,127.0.0.0/8,::1\"}}}}\nstringData: {{username: {user}, password: {password}}}\n---\n{catalogs}"
     ));
     let op = Operator::start(env, &env.kubeconfig, Some(n), n, &[]);
     // Both Catalogs configured (connected, registrations accepted) before the clock starts.

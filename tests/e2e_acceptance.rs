@@ -665,7 +665,7 @@ fn the_tpcds_ossie_fixture_is_imported_and_accepted_against_real_tables() {
     postgres().psql(&db, &ddl);
 
     env.apply_ok(&format!(
-        "apiVersion: v1\nkind: Secret\nmetadata: {{name: pg, namespace: {ns}, labels: {{semops.io/catalog-credentials: \"true\"}}}}\nstringData: {{username: postgres, password: postgres}}\n---\n\
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: pg, namespace: {ns}, labels: {{semops.io/catalog-credentials: \"true\"}}, annotations: {{semops.io/allowed-hosts: \"localhost,127.0.0.0/8,::1\"}}}}\nstringData: {{username: postgres, password: postgres}}\n---\n\
          apiVersion: semops.io/v1alpha1\nkind: Catalog\nmetadata: {{name: tpcds, namespace: {ns}}}\nspec: {{provider: postgresql, connection: {{host: 127.0.0.1, port: {port}, database: {db}, sslMode: disable, credentialsSecretRef: {{name: pg}}}}}}\n---\n\
          apiVersion: semops.io/v1alpha1\nkind: Catalog\nmetadata: {{name: analytics, namespace: {ns}}}\nspec: {{provider: managed, registrations: [{{kind: Schema, name: semantic}}]}}\n---\n{model}",
         port = postgres().port,

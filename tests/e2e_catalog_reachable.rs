@@ -31,7 +31,7 @@ fn catalog(ns: &str, port: u16, secret: &str) -> String {
 
 fn secret(ns: &str, name: &str, password: &str, opted_in: bool) -> String {
     let labels = if opted_in {
-        ", labels: {semops.io/catalog-credentials: \"true\"}"
+        ", labels: {semops.io/catalog-credentials: \"true\"}, annotations: {semops.io/allowed-hosts: \"localhost,127.0.0.0/8,::1\"}"
     } else {
         ""
     };

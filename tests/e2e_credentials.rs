@@ -103,8 +103,9 @@ fn no_secret_value_can_be_read_through_a_catalog_or_sent_in_clear() {
         // A Secret that never opted in, and one that opted in for another Catalog only.
         secret(ns, "victim", ""),
         secret(ns, "victim-other", &format!("{opted_in}, annotations: {{semops.io/allowed-catalogs: \"someone-else\"}}")),
-        // An opted-in Secret whose keys a Catalog author recombines.
-        secret(ns, "opted", opted_in),
+        // An opted-in Secret whose keys a Catalog author recombines, allowed to go to this
+        // machine's servers (the hostile listeners are there too).
+        secret(ns, "opted", &format!("{opted_in}, annotations: {{semops.io/allowed-hosts: \"127.0.0.0/8\"}}")),
         // Other key as username, other key as password, against the real server.
         catalog(ns, "user-from-token", pg.port, ", sslMode: disable, credentialsSecretRef: {name: victim, usernameKey: token, passwordKey: ca.crt}"),
         catalog(ns, "other-catalogs-secret", pg.port, ", sslMode: disable, credentialsSecretRef: {name: victim-other, usernameKey: token}"),

@@ -297,7 +297,7 @@ fn mariadb_column_changes_drift_the_dependent_models() {
         "CREATE DATABASE {db}; CREATE TABLE {db}.orders(id int PRIMARY KEY, gross decimal(10,2), discount decimal(10,2), note text, code varchar(20)) ENGINE=InnoDB;"
     ));
     let objects = format!(
-        "apiVersion: v1\nkind: Secret\nmetadata: {{name: mdb, namespace: NS, labels: {{semops.io/catalog-credentials: \"true\"}}}}\nstringData: {{username: {user}, password: {pw}}}\n---\n\
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: mdb, namespace: NS, labels: {{semops.io/catalog-credentials: \"true\"}}, annotations: {{semops.io/allowed-hosts: \"localhost,127.0.0.0/8,::1\"}}}}\nstringData: {{username: {user}, password: {pw}}}\n---\n\
          apiVersion: semops.io/v1alpha1\nkind: Catalog\nmetadata: {{name: shop, namespace: NS}}\nspec:\n  provider: mysql\n  connection: {{host: 127.0.0.1, port: {port}, database: {db}, sslMode: disable, credentialsSecretRef: {{name: mdb}}}}\n  registrations: []\n",
         user = server.admin_user,
         pw = server.admin_password,

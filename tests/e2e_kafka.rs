@@ -31,7 +31,7 @@ fn objects(user: (&str, &str), topics: &[String]) -> String {
         .collect();
     let ca = b.ca_pem().replace('\n', "\\n");
     format!(
-        "apiVersion: v1\nkind: Secret\nmetadata: {{name: ev-sasl, namespace: NS, labels: {{semops.io/catalog-credentials: \"true\"}}}}\nstringData: {{username: {}, password: {}}}\n---\n\
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: ev-sasl, namespace: NS, labels: {{semops.io/catalog-credentials: \"true\"}}, annotations: {{semops.io/allowed-hosts: \"localhost,127.0.0.0/8,::1\"}}}}\nstringData: {{username: {}, password: {}}}\n---\n\
          apiVersion: v1\nkind: Secret\nmetadata: {{name: ev-ca, namespace: NS, labels: {{semops.io/catalog-credentials: \"true\"}}}}\nstringData: {{ca.crt: \"{ca}\"}}\n---\n\
          apiVersion: semops.io/v1alpha1\nkind: Catalog\nmetadata: {{name: ev, namespace: NS}}\nspec:\n  provider: kafka\n  connection:\n    bootstrapServers: [\"{}\"]\n    sslMode: verify-full\n    tls: {{caSecretRef: {{name: ev-ca}}}}\n    sasl: {{mechanism: SCRAM-SHA-256}}\n    credentialsSecretRef: {{name: ev-sasl}}\n  registrations: [{}]\n",
         user.0,
@@ -252,7 +252,7 @@ fn mutual_tls_authenticates_with_the_client_certificate_of_an_opted_in_secret() 
     let read = |f: &str| std::fs::read_to_string(b.dir.join("tls").join(f)).unwrap();
     let key = read("client.key");
     let objects = format!(
-        "apiVersion: v1\nkind: Secret\ntype: kubernetes.io/tls\nmetadata: {{name: mt-client, namespace: NS, labels: {{semops.io/catalog-credentials: \"true\"}}}}\nstringData: {{tls.crt: {}, tls.key: {}}}\n---\n\
+        "apiVersion: v1\nkind: Secret\ntype: kubernetes.io/tls\nmetadata: {{name: mt-client, namespace: NS, labels: {{semops.io/catalog-credentials: \"true\"}}, annotations: {{semops.io/allowed-hosts: \"localhost,127.0.0.0/8,::1\"}}}}\nstringData: {{tls.crt: {}, tls.key: {}}}\n---\n\
          apiVersion: v1\nkind: Secret\nmetadata: {{name: mt-ca, namespace: NS, labels: {{semops.io/catalog-credentials: \"true\"}}}}\nstringData: {{ca.crt: {}}}\n---\n\
          apiVersion: semops.io/v1alpha1\nkind: Catalog\nmetadata: {{name: mt, namespace: NS}}\nspec:\n  provider: kafka\n  connection:\n    bootstrapServers: [\"{}\"]\n    sslMode: verify-full\n    tls: {{caSecretRef: {{name: mt-ca}}, clientCertificateSecretRef: {{name: mt-client}}}}\n  registrations: [{{kind: Topic, schema: default, name: {}}}]\n",
         json(read("client.crt")),

@@ -32,7 +32,7 @@ fn a_mariadb_catalog_is_checked_binds_models_and_serves_lookups() {
     // TLS verified against the server's private CA (verify-full, the default).
     env.apply_ok(&support::ca_secret(ns, "mdb-ca", &server.ca_pem()));
     env.apply_ok(&format!(
-        "apiVersion: v1\nkind: Secret\nmetadata: {{name: mdb, namespace: {ns}, labels: {{semops.io/catalog-credentials: \"true\"}}}}\nstringData: {{username: {user}, password: {pw}}}\n---\n\
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: mdb, namespace: {ns}, labels: {{semops.io/catalog-credentials: \"true\"}}, annotations: {{semops.io/allowed-hosts: \"localhost,127.0.0.0/8,::1\"}}}}\nstringData: {{username: {user}, password: {pw}}}\n---\n\
          apiVersion: semops.io/v1alpha1\nkind: ReconcilePolicy\nmetadata: {{name: p, namespace: {ns}}}\nspec: {{enabled: false, mode: ReportOnly}}\n---\n\
          apiVersion: semops.io/v1alpha1\nkind: Catalog\nmetadata: {{name: shop, namespace: {ns}}}\nspec:\n  provider: mysql\n  connection: {{host: localhost, port: {port}, database: {db}, tls: {{caSecretRef: {{name: mdb-ca}}}}, credentialsSecretRef: {{name: mdb}}}}\n  registrations: [{{kind: Schema, name: {db}}}, {{kind: Table, schema: {db}, name: orders}}, {{kind: Table, schema: {db}, name: items}}, {{kind: View, schema: {db}, name: big_orders}}]\n---\n\
          apiVersion: semops.io/v1alpha1\nkind: Catalog\nmetadata: {{name: home, namespace: {ns}}}\nspec: {{provider: managed, registrations: [{{kind: Schema, name: semantic}}]}}\n---\n\

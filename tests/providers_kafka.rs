@@ -39,6 +39,7 @@ fn settings(
         connect_timeout: Duration::from_secs(5),
         statement_timeout: Duration::from_secs(10),
         max_connections: 2,
+        addresses: Default::default(),
     }
 }
 

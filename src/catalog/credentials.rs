@@ -51,10 +51,72 @@ impl Credentials {
     }
 
     /// Removes every value read from the Secret — the password and the user name — with their
-    /// common encodings, from a driver message.
+    /// common encodings, and every 8-character window of them (servers truncate what they echo:
+    /// PostgreSQL cuts user names at 63 bytes, MySQL at 32), from a driver message.
     pub fn scrub(&self, message: &str) -> String {
-        scrub_text(&scrub_text(message, &self.password), &self.username)
+        scrub_windows(
+            &scrub_text(&scrub_text(message, &self.password), &self.username),
+            &[&self.password, &self.username],
+        )
     }
+
+    /// What a server said, for the debug log only: semops never puts server text in status,
+    /// Events or API bodies (docs/security.md), since a server may echo a fragment of what it
+    /// was sent. Returns `ours` with the server's error `code`, the text logged scrubbed.
+    pub fn server_said(&self, ours: &str, code: &str, text: &str) -> String {
+        tracing::debug!(code, server_text = %self.scrub(text), "{ours}");
+        if code.is_empty() {
+            ours.to_string()
+        } else {
+            format!("{ours} ({code})")
+        }
+    }
+}
+
+/// Length of the windows [`scrub_windows`] removes.
+pub const SCRUB_WINDOW: usize = 8;
+
+/// Replaces every run of `message` covered by an occurrence of any [`SCRUB_WINDOW`]-character
+/// window of any of `secrets` (values shorter than a window are left to [`scrub_text`]).
+pub fn scrub_windows(message: &str, secrets: &[&str]) -> String {
+    let mut covered = vec![false; message.len()];
+    let mut any = false;
+    for secret in secrets {
+        let chars: Vec<(usize, char)> = secret.char_indices().collect();
+        if chars.len() < SCRUB_WINDOW {
+            continue;
+        }
+        for i in 0..=chars.len() - SCRUB_WINDOW {
+            let start = chars[i].0;
+            let end = chars
+                .get(i + SCRUB_WINDOW)
+                .map_or(secret.len(), |(at, _)| *at);
+            let window = &secret[start..end];
+            for (at, _) in message.match_indices(window) {
+                covered[at..at + window.len()]
+                    .iter_mut()
+                    .for_each(|c| *c = true);
+                any = true;
+            }
+        }
+    }
+    if !any {
+        return message.to_string();
+    }
+    let mut out = String::with_capacity(message.len());
+    let mut in_run = false;
+    for (at, c) in message.char_indices() {
+        if covered[at] {
+            if !in_run {
+                out.push_str("[redacted]");
+                in_run = true;
+            }
+        } else {
+            out.push(c);
+            in_run = false;
+        }
+    }
+    out
 }
 
 /// Replaces every occurrence of `secret` in `message`. Values shorter than four characters are
@@ -139,6 +201,46 @@ mod tests {
             .scrub(r#"password authentication failed for user "SUPERSECRETTOKEN123" (pw1; apw12)"#);
         assert!(!out.contains("SUPERSECRETTOKEN123"), "{out}");
         assert!(out.contains("([redacted]; apw12)"), "{out}");
+    }
+
+    #[test]
+    fn scrub_removes_every_fragment_a_server_may_echo_of_a_long_value() {
+        let long =
+            "k9F2xQ7wLm3Zp8Rt5Vb1Nc6Yh4Jd0Gs2Ae7Uq9Wi3Oo5Ek1Tr8Ly6Mn2Bv4Cx0Zs7Dq3Fw9Hp5Jk1Lm8Nb"; // 80
+        let c = Credentials::new(long, "short-pw");
+        let pg = format!(
+            "password authentication failed for user \"{}\"",
+            &long[..63]
+        );
+        let my = format!("Access denied for user '{}'@'10.0.0.1'", &long[..32]);
+        let middle = format!("near \"{}\": syntax error", &long[20..29]);
+        for text in [pg, my, middle] {
+            let out = c.scrub(&text);
+            for w in 0..=long.len() - SCRUB_WINDOW {
+                assert!(!out.contains(&long[w..w + SCRUB_WINDOW]), "{out}");
+            }
+            assert!(out.contains("[redacted]"), "{out}");
+        }
+        // A run of overlapping windows is one redaction; text around it stays.
+        let out = c.scrub(&format!("user \"{}\" (x)", &long[..40]));
+        assert_eq!(out, "user \"[redacted]\" (x)");
+        // Text that shares less than a window with a value is left alone.
+        assert_eq!(c.scrub("k9F2xQ7 is fine"), "k9F2xQ7 is fine");
+        // Multi-byte characters: windows are characters, never split bytes.
+        let c = Credentials::new("ünïcödé-pässwörd", "p");
+        assert_eq!(c.scrub("got ïcödé-pä!"), "got [redacted]!");
+    }
+
+    #[test]
+    fn server_text_is_replaced_by_our_words_and_the_code() {
+        let c = Credentials::new("victim-user-name", "pw");
+        let said = c.server_said(
+            "the server refused the credentials",
+            "SQLSTATE 28P01",
+            "password authentication failed for user \"victim-user-name\"",
+        );
+        assert_eq!(said, "the server refused the credentials (SQLSTATE 28P01)");
+        assert_eq!(c.server_said("refused", "", "anything"), "refused");
     }
 
     #[test]

@@ -160,6 +160,95 @@ pub struct ConnectionSettings {
     pub connect_timeout: Duration,
     pub statement_timeout: Duration,
     pub max_connections: usize,
+    /// Where connections go: the addresses that passed the egress checks.
+    pub addresses: Addresses,
+}
+
+/// The addresses a provider connects to.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Addresses {
+    /// Settings built from a Catalog: every destination (host, port) with the addresses that
+    /// passed the checks. Only these are dialled, on every (re)connect; a name is never
+    /// resolved again, so a DNS answer that changes after the check reaches nothing.
+    Checked(Vec<(String, u16, Vec<std::net::IpAddr>)>),
+    /// Settings built by hand (provider tests, benchmarks): names resolve when dialled.
+    #[default]
+    Resolve,
+}
+
+impl Addresses {
+    /// The socket addresses to dial for `host:port`, in order.
+    pub async fn of(&self, host: &str, port: u16) -> std::io::Result<Vec<std::net::SocketAddr>> {
+        match self {
+            Addresses::Checked(all) => all
+                .iter()
+                .find(|(h, p, _)| h == host && *p == port)
+                .map(|(_, _, ips)| {
+                    ips.iter()
+                        .map(|ip| std::net::SocketAddr::new(*ip, port))
+                        .collect()
+                })
+                .ok_or_else(|| {
+                    std::io::Error::other(format!("{host}:{port} is not a checked destination"))
+                }),
+            Addresses::Resolve => Ok(tokio::net::lookup_host((host, port)).await?.collect()),
+        }
+    }
+
+    /// Every checked address of `host` whatever the port (an HTTP connector asks by name).
+    pub async fn of_host(&self, host: &str) -> std::io::Result<Vec<std::net::SocketAddr>> {
+        match self {
+            Addresses::Checked(all) => {
+                let found: Vec<std::net::SocketAddr> = all
+                    .iter()
+                    .filter(|(h, _, _)| h == host)
+                    .flat_map(|(_, port, ips)| {
+                        ips.iter().map(|ip| std::net::SocketAddr::new(*ip, *port))
+                    })
+                    .collect();
+                if found.is_empty() {
+                    return Err(std::io::Error::other(format!(
+                        "{host} is not a checked destination"
+                    )));
+                }
+                Ok(found)
+            }
+            Addresses::Resolve => Ok(tokio::net::lookup_host((host, 0)).await?.collect()),
+        }
+    }
+
+    /// A TCP connection to `host:port` through [`Addresses::of`], each address tried in turn
+    /// within `timeout` altogether.
+    pub async fn connect(
+        &self,
+        host: &str,
+        port: u16,
+        timeout: Duration,
+    ) -> std::io::Result<tokio::net::TcpStream> {
+        let work = async {
+            let mut last = None;
+            for addr in self.of(host, port).await? {
+                match tokio::net::TcpStream::connect(addr).await {
+                    Ok(tcp) => return Ok(tcp),
+                    Err(e) => last = Some(e),
+                }
+            }
+            Err(last.unwrap_or_else(|| {
+                std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!("{host} has no address"),
+                )
+            }))
+        };
+        tokio::time::timeout(timeout, work)
+            .await
+            .unwrap_or_else(|_| {
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "connect timed out",
+                ))
+            })
+    }
 }
 
 impl fmt::Debug for ConnectionSettings {

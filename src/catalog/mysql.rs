@@ -73,8 +73,9 @@ impl MysqlProvider {
         })
     }
 
-    /// Connection options; `tls_name` pins the name the certificate must carry (verify-ca).
-    fn opts(&self, tls_name: Option<String>) -> Opts {
+    /// Connection options to `address` (checked); `tls_name` pins the name the certificate must
+    /// carry (verify-ca; verify-full checks the Catalog's host name).
+    fn opts(&self, address: std::net::IpAddr, tls_name: Option<String>) -> Opts {
         let settings = &self.settings;
         let trusted = |ssl: SslOpts| match &settings.ca_pem {
             Some(pem) => ssl
@@ -93,12 +94,16 @@ impl MysqlProvider {
             SslMode::VerifyCa => {
                 Some(trusted(SslOpts::default()).with_danger_tls_hostname_override(tls_name))
             }
-            SslMode::VerifyFull => Some(trusted(SslOpts::default())),
+            // Dialled by address: the certificate must still name the Catalog's host.
+            SslMode::VerifyFull => Some(
+                trusted(SslOpts::default())
+                    .with_danger_tls_hostname_override(Some(settings.host.clone())),
+            ),
         };
         let constraints =
             PoolConstraints::new(0, settings.max_connections.max(1)).expect("checked in new");
         OptsBuilder::default()
-            .ip_or_hostname(settings.host.clone())
+            .ip_or_hostname(address.to_string())
             .tcp_port(settings.port)
             .user(Some(settings.credentials.username()))
             .pass(Some(settings.credentials.expose_password()))
@@ -119,10 +124,21 @@ impl MysqlProvider {
     async fn pool(&self) -> Result<&Pool, ProviderError> {
         self.pool
             .get_or_try_init(|| async {
+                let (host, port) = (&self.settings.host, self.settings.port);
+                let address = self
+                    .settings
+                    .addresses
+                    .of(host, port)
+                    .await
+                    .ok()
+                    .and_then(|a| a.first().map(|a| a.ip()))
+                    .ok_or_else(|| {
+                        ProviderError::Unreachable(format!("{host}:{port} has no address"))
+                    })?;
                 if self.settings.ssl_mode != SslMode::VerifyCa {
-                    return Ok(Pool::new(self.opts(None)));
+                    return Ok(Pool::new(self.opts(address, None)));
                 }
-                let name = match mysql_async::Conn::new(self.opts(None)).await {
+                let name = match mysql_async::Conn::new(self.opts(address, None)).await {
                     Ok(conn) => {
                         let _ = conn.disconnect().await;
                         None
@@ -132,7 +148,7 @@ impl MysqlProvider {
                         None => return Err(self.classify(&e)),
                     },
                 };
-                Ok(Pool::new(self.opts(name)))
+                Ok(Pool::new(self.opts(address, name)))
             })
             .await
     }
@@ -155,23 +171,36 @@ impl MysqlProvider {
         let scrub = |s: &str| self.settings.credentials.scrub(s);
         match e {
             mysql_async::Error::Server(s) => {
-                let msg = scrub(&s.message);
+                // The server's text may echo what it was sent: only the error number leaves.
+                let said = |ours: &str| {
+                    self.settings.credentials.server_said(
+                        ours,
+                        &format!("MySQL error {}", s.code),
+                        &s.message,
+                    )
+                };
                 match s.code {
-                    code::ACCESS_DENIED => ProviderError::AuthFailed(msg),
+                    code::ACCESS_DENIED => ProviderError::AuthFailed(said(
+                        "the server refused the user name or password of spec.connection.credentialsSecretRef",
+                    )),
                     code::DB_ACCESS_DENIED
                     | code::TABLE_ACCESS_DENIED
                     | code::COLUMN_ACCESS_DENIED
-                    | code::SPECIFIC_ACCESS_DENIED => ProviderError::PermissionDenied(msg),
+                    | code::SPECIFIC_ACCESS_DENIED => ProviderError::PermissionDenied(said(
+                        "the account may not read information_schema or the database; grant it SELECT",
+                    )),
                     code::SERVER_SHUTDOWN | code::TOO_MANY_CONNECTIONS => {
-                        ProviderError::ServerUnavailable(msg)
+                        ProviderError::ServerUnavailable(said(
+                            "the server is shutting down or out of connections",
+                        ))
                     }
                     code::STATEMENT_TIMEOUT_MARIADB | code::STATEMENT_TIMEOUT_MYSQL => {
                         ProviderError::Timeout(self.settings.statement_timeout)
                     }
-                    code::BAD_DB => ProviderError::Misconfigured(format!(
-                        "{msg}; check spec.connection.database"
+                    code::BAD_DB => ProviderError::Misconfigured(said(
+                        "the database does not exist; check spec.connection.database",
                     )),
-                    other => ProviderError::Protocol(format!("{msg} ({other})")),
+                    _ => ProviderError::Protocol(said("the server refused a query")),
                 }
             }
             mysql_async::Error::Io(io) => {

@@ -57,6 +57,7 @@ impl PostgresProvider {
         let connect = GuardedConnect {
             host: settings.host.clone(),
             port: settings.port,
+            addresses: settings.addresses.clone(),
             timeout: settings.connect_timeout,
             tls: tokio_postgres_rustls::MakeRustlsConnect::new(tls_config(
                 settings.ssl_mode,
@@ -130,14 +131,25 @@ impl PostgresProvider {
     fn classify(&self, e: &tokio_postgres::Error) -> ProviderError {
         let scrub = |s: &str| self.settings.credentials.scrub(s);
         if let Some(db) = e.as_db_error() {
-            let msg = scrub(db.message());
+            // The server's text may echo what it was sent: only the SQLSTATE leaves semops.
             let code = db.code();
+            let said = |ours: &str| {
+                self.settings.credentials.server_said(
+                    ours,
+                    &format!("SQLSTATE {}", code.code()),
+                    db.message(),
+                )
+            };
             return if *code == SqlState::INVALID_PASSWORD
                 || *code == SqlState::INVALID_AUTHORIZATION_SPECIFICATION
             {
-                ProviderError::AuthFailed(msg)
+                ProviderError::AuthFailed(said(
+                    "the server refused the user name or password of spec.connection.credentialsSecretRef",
+                ))
             } else if *code == SqlState::INSUFFICIENT_PRIVILEGE {
-                ProviderError::PermissionDenied(msg)
+                ProviderError::PermissionDenied(said(
+                    "the account may not read the system catalogs semops queries; grant it USAGE and SELECT",
+                ))
             } else if *code == SqlState::QUERY_CANCELED {
                 ProviderError::Timeout(self.settings.statement_timeout)
             } else if [
@@ -148,11 +160,15 @@ impl PostgresProvider {
             ]
             .contains(code)
             {
-                ProviderError::ServerUnavailable(msg)
+                ProviderError::ServerUnavailable(said(
+                    "the server is shutting down, starting or out of connections",
+                ))
             } else if *code == SqlState::INVALID_CATALOG_NAME {
-                ProviderError::Misconfigured(format!("{msg}; check spec.connection.database"))
+                ProviderError::Misconfigured(said(
+                    "the database does not exist; check spec.connection.database",
+                ))
             } else {
-                ProviderError::Protocol(format!("{} ({})", msg, code.code()))
+                ProviderError::Protocol(said("the server refused a query"))
             };
         }
         let text = scrub(&error_chain(e));
@@ -526,6 +542,8 @@ fn guard_refusal(e: &tokio_postgres::Error) -> Option<String> {
 struct GuardedConnect {
     host: String,
     port: u16,
+    /// The checked addresses of `host:port` (never resolved again).
+    addresses: super::Addresses,
     timeout: Duration,
     tls: tokio_postgres_rustls::MakeRustlsConnect,
     refuse: Refuse,
@@ -541,17 +559,10 @@ impl deadpool_postgres::Connect for GuardedConnect {
     > {
         let pg_config = pg_config.clone();
         Box::pin(async move {
-            let tcp = tokio::time::timeout(
-                self.timeout,
-                tokio::net::TcpStream::connect((self.host.as_str(), self.port)),
-            )
-            .await
-            .unwrap_or_else(|_| {
-                Err(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    "connect timed out",
-                ))
-            });
+            let tcp = self
+                .addresses
+                .connect(&self.host, self.port, self.timeout)
+                .await;
             let tcp = match tcp {
                 Ok(tcp) => tcp,
                 Err(e) => return Err(failed_with(&pg_config, e).await),

@@ -145,21 +145,8 @@ pub fn settings_from(
     };
     let (host, port) = match (&connection.host, connection.port, bootstrap.first()) {
         (None, None, None) if iceberg.is_some() => {
-            let uri: hyper::Uri = connection
-                .uri
-                .as_deref()
-                .unwrap_or_default()
-                .parse()
-                .map_err(|e| format!("spec.connection.uri is not a URL: {e}"))?;
-            let https = uri.scheme_str() == Some("https");
-            (
-                uri.host()
-                    .unwrap_or_default()
-                    .trim_start_matches('[')
-                    .trim_end_matches(']')
-                    .to_string(),
-                uri.port_u16().unwrap_or(if https { 443 } else { 80 }),
-            )
+            url_host_port(connection.uri.as_deref().unwrap_or_default())
+                .ok_or("spec.connection.uri is not a URL with a host")?
         }
         (Some(host), Some(port), None) => {
             let port = u16::try_from(port)
@@ -190,6 +177,7 @@ pub fn settings_from(
         connect_timeout: CONNECT_TIMEOUT,
         statement_timeout: STATEMENT_TIMEOUT,
         max_connections: MAX_CONNECTIONS,
+        addresses: super::Addresses::Resolve,
     })
 }
 
@@ -235,6 +223,77 @@ fn iceberg_settings(connection: &Connection, uri: &str) -> Result<IcebergSetting
     })
 }
 
+/// A server that receives something from semops for a Catalog, and the field that names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Destination {
+    pub field: String,
+    pub host: String,
+    pub port: u16,
+}
+
+impl Destination {
+    /// `host:port`, an IPv6 address in brackets.
+    pub fn shown(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// Every destination of `settings`: the database host; each Kafka bootstrap server; the
+/// Iceberg `uri` and its OAuth2 token endpoint.
+pub fn destinations(settings: &ConnectionSettings) -> Result<Vec<Destination>, String> {
+    let at = |field: &str, host: &str, port: u16| Destination {
+        field: field.to_string(),
+        host: host.to_string(),
+        port,
+    };
+    if let Some(iceberg) = &settings.iceberg {
+        let mut out = vec![at("spec.connection.uri", &settings.host, settings.port)];
+        if let Some(o) = &iceberg.oauth2 {
+            let field = "spec.connection.oauth2.tokenEndpoint";
+            let (host, port) = url_host_port(&o.token_endpoint).ok_or_else(|| {
+                format!("{field} {:?} is not a URL with a host", o.token_endpoint)
+            })?;
+            out.push(at(field, &host, port));
+        }
+        return Ok(out);
+    }
+    if !settings.bootstrap.is_empty() {
+        return Ok(settings
+            .bootstrap
+            .iter()
+            .enumerate()
+            .map(|(i, (h, p))| at(&format!("spec.connection.bootstrapServers[{i}]"), h, *p))
+            .collect());
+    }
+    Ok(vec![at(
+        "spec.connection.host",
+        &settings.host,
+        settings.port,
+    )])
+}
+
+/// The host (brackets removed) and port of an http(s) URL, the port defaulting by scheme.
+fn url_host_port(url: &str) -> Option<(String, u16)> {
+    let uri: hyper::Uri = url.parse().ok()?;
+    let host = uri
+        .host()?
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let port = uri
+        .port_u16()
+        .unwrap_or(if uri.scheme_str() == Some("https") {
+            443
+        } else {
+            80
+        });
+    (!host.is_empty()).then_some((host, port))
+}
+
 /// `host:port` or `[v6]:port`; `None` for anything else (no port, port 0 or out of range).
 pub fn split_host_port(s: &str) -> Option<(String, u16)> {
     let (host, port) = s.rsplit_once(':')?;
@@ -264,6 +323,7 @@ fn fingerprint(provider: Provider, s: &ConnectionSettings) -> u64 {
     s.ca_pem.hash(&mut h);
     s.client_certificate.hash(&mut h);
     (s.connect_timeout, s.statement_timeout, s.max_connections).hash(&mut h);
+    s.addresses.hash(&mut h);
     h.finish()
 }
 
@@ -275,7 +335,13 @@ pub struct Registry {
     /// began after they asked; the read API also reuses one for [`SECRET_REUSE`], so a flood of
     /// lookups costs one Secret GET per Secret per interval, not one per request.
     secrets: FreshReads<(String, String), Option<Secret>>,
+    /// Host names resolved for the destination checks, with when.
+    resolved: Mutex<HashMap<(String, u16), (std::time::Instant, Vec<std::net::IpAddr>)>>,
 }
+
+/// How long a resolved name is reused: a changed answer reaches the checks (and a new pool,
+/// since the addresses are part of the settings) within this.
+pub const RESOLVED_REUSE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How long a Secret read for the read API is reused (controllers read afresh).
 pub const SECRET_REUSE: std::time::Duration = std::time::Duration::from_secs(10);
@@ -302,6 +368,7 @@ impl Default for Registry {
             pools: Mutex::default(),
             allowed_hosts: HostAllowList::default(),
             secrets: FreshReads::with_gather(SECRETS_KEPT, SECRET_GATHER),
+            resolved: Mutex::default(),
         }
     }
 }
@@ -316,16 +383,33 @@ impl Registry {
         }
     }
 
-    /// Whether `host` may be connected to (resolving it when an address rule applies).
-    async fn host_allowed(&self, host: &str, port: u16) -> bool {
-        if self.allowed_hosts.is_empty() {
-            return true;
+    /// The addresses of `host:port`, resolved at most once per [`RESOLVED_REUSE`] (an address
+    /// literal is itself); empty when the name does not resolve (not remembered).
+    async fn resolve(&self, host: &str, port: u16) -> Vec<std::net::IpAddr> {
+        if let Ok(ip) = host.parse::<std::net::IpAddr>() {
+            return vec![ip];
         }
-        let addresses: Vec<std::net::IpAddr> = match tokio::net::lookup_host((host, port)).await {
+        let key = (host.to_string(), port);
+        let now = std::time::Instant::now();
+        if let Some((at, ips)) = self.resolved.lock().expect("resolved poisoned").get(&key)
+            && now.duration_since(*at) < RESOLVED_REUSE
+        {
+            return ips.clone();
+        }
+        let ips: Vec<std::net::IpAddr> = match tokio::net::lookup_host((host, port)).await {
             Ok(found) => found.map(|a| a.ip()).collect(),
             Err(_) => vec![],
         };
-        self.allowed_hosts.permits(host, &addresses)
+        if !ips.is_empty() {
+            let mut resolved = self.resolved.lock().expect("resolved poisoned");
+            if resolved.len() >= SECRETS_KEPT {
+                resolved.retain(|_, (at, _)| now.duration_since(*at) < RESOLVED_REUSE);
+            }
+            if resolved.len() < SECRETS_KEPT {
+                resolved.insert(key, (now, ips.clone()));
+            }
+        }
+        ips
     }
 
     /// The provider for `key`, reusing its pool unless the settings changed.
@@ -424,41 +508,48 @@ async fn provider_with(
         catalog: &cat.name_any(),
     };
     let tls = connection.tls.as_ref();
+    // Secrets whose values are sent to the servers: each must allow every destination.
+    let mut sending: Vec<Sending> = Vec::new();
     // Kafka without SASL authenticates with TLS alone (or not at all): no Secret to read.
     let credentials = match &connection.credentials_secret_ref {
         None => Credentials::new("", ""),
-        // An Iceberg bearer token is one value: only the password key is read.
-        Some(r) if cat.spec.provider == Provider::IcebergRest && connection.oauth2.is_none() => {
-            match secrets
-                .require(
-                    "spec.connection.credentialsSecretRef",
-                    &r.name,
-                    &[r.password_key.as_str()],
-                )
-                .await?
-            {
-                Ok(v) => Credentials::new("", v[0].clone()),
-                Err(refused) => return Ok(Err(refused)),
-            }
-        }
         Some(r) => {
-            let keys = [r.username_key.as_str(), r.password_key.as_str()];
+            // An Iceberg bearer token is one value: only the password key is read.
+            let token_only =
+                cat.spec.provider == Provider::IcebergRest && connection.oauth2.is_none();
+            let keys: &[&str] = if token_only {
+                &[r.password_key.as_str()]
+            } else {
+                &[r.username_key.as_str(), r.password_key.as_str()]
+            };
             match secrets
-                .require("spec.connection.credentialsSecretRef", &r.name, &keys)
+                .require("spec.connection.credentialsSecretRef", &r.name, keys)
                 .await?
             {
-                Ok(v) => Credentials::new(v[0].clone(), v[1].clone()),
+                Ok(opened) => {
+                    sending.push(Sending {
+                        name: r.name.clone(),
+                        allowed_hosts: opened.allowed_hosts,
+                    });
+                    let mut v = opened.values.into_iter();
+                    let first = v.next().unwrap_or_default();
+                    match v.next() {
+                        Some(password) => Credentials::new(first, password),
+                        None => Credentials::new("", first),
+                    }
+                }
                 Err(refused) => return Ok(Err(refused)),
             }
         }
     };
+    // A CA bundle is only trusted, never sent: it needs no destinations.
     let ca_pem = match tls.and_then(|t| t.ca_secret_ref.as_ref()) {
         None => None,
         Some(ca) => match secrets
             .require("spec.connection.tls.caSecretRef", &ca.name, &[&ca.key])
             .await?
         {
-            Ok(v) => Some(v[0].clone().into_bytes()),
+            Ok(opened) => opened.values.into_iter().next().map(String::into_bytes),
             Err(refused) => return Ok(Err(refused)),
         },
     };
@@ -472,32 +563,69 @@ async fn provider_with(
             )
             .await?
         {
-            Ok(v) => Some(ClientCertificate::new(v[0].clone(), v[1].clone())),
+            Ok(opened) => {
+                sending.push(Sending {
+                    name: r.name.clone(),
+                    allowed_hosts: opened.allowed_hosts,
+                });
+                let [chain, key]: [String; 2] = opened
+                    .values
+                    .try_into()
+                    .expect("two keys asked, two values");
+                Some(ClientCertificate::new(chain, key))
+            }
             Err(refused) => return Ok(Err(refused)),
         },
     };
-    let settings = match settings_from(connection, credentials, ca_pem, client_certificate) {
+    let mut settings = match settings_from(connection, credentials, ca_pem, client_certificate) {
         Ok(s) => s,
         Err(message) => return no(Reason::MISCONFIGURED, message),
     };
     let endpoint = format!("{}:{}", settings.host, settings.port);
-    let mut servers = vec![(settings.host.clone(), settings.port)];
-    servers.extend(settings.bootstrap.iter().cloned());
-    let mut refused = None;
-    for (host, port) in &servers {
-        if !providers.host_allowed(host, *port).await {
-            refused = Some(format!("{host}:{port}"));
-            break;
+    let destinations = match destinations(&settings) {
+        Ok(d) => d,
+        Err(message) => return no(Reason::MISCONFIGURED, message),
+    };
+    let mut checked = Vec::with_capacity(destinations.len());
+    for d in destinations {
+        let shown = d.shown();
+        let addresses = providers.resolve(&d.host, d.port).await;
+        if addresses.is_empty() {
+            return no(
+                Reason::UNREACHABLE,
+                format!(
+                    "{} {shown}: the name does not resolve; check the host name in {}",
+                    d.field, d.field
+                ),
+            );
         }
+        if let Err(why) = providers.allowed_hosts.decide(&d.host, d.port, &addresses) {
+            return no(
+                Reason::HOST_NOT_ALLOWED,
+                format!(
+                    "{} {shown}: {why}; nothing was sent. Point {} at an allowed host, or ask the operator's administrators to allow it",
+                    d.field, d.field
+                ),
+            );
+        }
+        for secret in &sending {
+            let permitted = matches!(&secret.allowed_hosts, Some(Ok(list)) if list.permits(&d.host, d.port, &addresses));
+            if !permitted {
+                return no(
+                    Reason::CREDENTIALS_NOT_FOR_HOST,
+                    secrets::not_for_host(
+                        &secret.name,
+                        &secret.allowed_hosts,
+                        &d.field,
+                        &d.host,
+                        d.port,
+                    ),
+                );
+            }
+        }
+        checked.push((d.host, d.port, addresses));
     }
-    if let Some(endpoint) = refused {
-        return no(
-            Reason::HOST_NOT_ALLOWED,
-            format!(
-                "{endpoint} is not in the operator's --allowed-catalog-hosts; ask the operator's administrators to allow it, or point spec.connection.host at an allowed host"
-            ),
-        );
-    }
+    settings.addresses = super::Addresses::Checked(checked);
     match providers.provider_for(&registry_key(cat), cat.spec.provider, settings) {
         Ok(p) => Ok(Ok((p, endpoint))),
         Err(e) => no(e.category(), format!("{endpoint}: {e}")),
@@ -521,7 +649,7 @@ impl SecretSource<'_> {
         field: &str,
         name: &str,
         keys: &[&str],
-    ) -> Result<Result<Vec<String>, NoProvider>, kube::Error> {
+    ) -> Result<Result<Opened, NoProvider>, kube::Error> {
         let values = opted_in(
             self.client,
             self.providers,
@@ -541,6 +669,7 @@ impl SecretSource<'_> {
 
 /// The values of `keys` of Secret `name`, when it opted in to serve Catalog `catalog`. Every
 /// other case is `None`, whatever the reason.
+#[allow(clippy::too_many_arguments)]
 async fn opted_in(
     client: &kube::Client,
     providers: &Registry,
@@ -549,7 +678,7 @@ async fn opted_in(
     name: &str,
     catalog: &str,
     keys: &[&str],
-) -> Result<Option<Vec<String>>, kube::Error> {
+) -> Result<Option<Opened>, kube::Error> {
     let max_age = (reads == SecretReads::Reused).then_some(SECRET_REUSE);
     let api: Api<Secret> = Api::namespaced(client.clone(), ns);
     let secret = providers
@@ -560,7 +689,25 @@ async fn opted_in(
         .await?;
     Ok(secret
         .filter(|s| secrets::serves(s, catalog))
-        .and_then(|s| secrets::values(&s.data.clone().unwrap_or_default(), keys)))
+        .and_then(|s| {
+            let values = secrets::values(&s.data.clone().unwrap_or_default(), keys)?;
+            Some(Opened {
+                values,
+                allowed_hosts: secrets::allowed_hosts(&s),
+            })
+        }))
+}
+
+/// An opted-in Secret's values, and the destinations its owner allows them to go to.
+struct Opened {
+    values: Vec<String>,
+    allowed_hosts: Option<Result<HostAllowList, String>>,
+}
+
+/// A Secret whose values go to the Catalog's servers, for the destination check.
+struct Sending {
+    name: String,
+    allowed_hosts: Option<Result<HostAllowList, String>>,
 }
 
 #[cfg(test)]
@@ -681,16 +828,100 @@ mod tests {
         assert!(reg.is_empty());
     }
 
-    #[tokio::test]
-    async fn hosts_outside_the_allow_list_are_refused_before_any_connection() {
-        let open = Registry::default();
-        assert!(open.host_allowed("anything.example", 5432).await);
-        let reg = Registry::with_allowed_hosts(
-            HostAllowList::parse(&["127.0.0.0/8".into(), "pg.data.svc".into()]).unwrap(),
+    #[test]
+    fn destinations_name_every_server_that_receives_anything() {
+        let shown = |s: &ConnectionSettings| -> Vec<(String, String)> {
+            destinations(s)
+                .unwrap()
+                .iter()
+                .map(|d| (d.field.clone(), d.shown()))
+                .collect()
+        };
+        let pair = |f: &str, h: &str| (f.to_string(), h.to_string());
+        assert_eq!(
+            shown(&settings("p")),
+            [pair("spec.connection.host", "db:5432")]
         );
-        assert!(reg.host_allowed("127.0.0.1", 5432).await);
-        assert!(reg.host_allowed("pg.data.svc", 5432).await);
-        assert!(!reg.host_allowed("10.1.2.3", 5432).await);
-        assert!(!reg.host_allowed("no-such-host.invalid", 5432).await);
+
+        let mut kafka = connection();
+        (kafka.host, kafka.port) = (None, None);
+        kafka.bootstrap_servers = vec!["b1:9092".into(), "[fd00::2]:9093".into()];
+        let s = settings_from(&kafka, Credentials::new("u", "p"), None, None).unwrap();
+        assert_eq!(
+            shown(&s),
+            [
+                pair("spec.connection.bootstrapServers[0]", "b1:9092"),
+                pair("spec.connection.bootstrapServers[1]", "[fd00::2]:9093")
+            ]
+        );
+
+        let mut lake = connection();
+        (lake.host, lake.port, lake.database) = (None, None, None);
+        lake.uri = Some("https://lake.example.com/api".into());
+        lake.oauth2 = Some(crate::crd::catalog::OAuth2Settings {
+            token_endpoint: Some("http://idp.example.com:8080/token".into()),
+            ..Default::default()
+        });
+        let s = settings_from(&lake, Credentials::new("id", "secret"), None, None).unwrap();
+        assert_eq!(
+            shown(&s),
+            [
+                pair("spec.connection.uri", "lake.example.com:443"),
+                pair(
+                    "spec.connection.oauth2.tokenEndpoint",
+                    "idp.example.com:8080"
+                )
+            ]
+        );
+        // The default token endpoint is the catalog itself: the same host, checked twice.
+        lake.oauth2 = Some(Default::default());
+        let s = settings_from(&lake, Credentials::new("id", "secret"), None, None).unwrap();
+        assert_eq!(
+            shown(&s)[1],
+            pair(
+                "spec.connection.oauth2.tokenEndpoint",
+                "lake.example.com:443"
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn names_resolve_once_per_interval_and_addresses_are_themselves() {
+        let reg = Registry::default();
+        assert_eq!(
+            reg.resolve("127.0.0.1", 5432).await,
+            ["127.0.0.1".parse::<std::net::IpAddr>().unwrap()]
+        );
+        assert_eq!(
+            reg.resolve("::1", 5432).await,
+            ["::1".parse::<std::net::IpAddr>().unwrap()]
+        );
+        assert!(reg.resolve("no-such-host.invalid", 5432).await.is_empty());
+        assert!(
+            reg.resolved.lock().unwrap().is_empty(),
+            "failures and literals are not kept"
+        );
+        let local = reg.resolve("localhost", 5432).await;
+        assert!(
+            !local.is_empty() && local.iter().all(|a| a.is_loopback()),
+            "{local:?}"
+        );
+        // A remembered answer is what the next check sees, without asking DNS again.
+        let fake: std::net::IpAddr = "192.0.2.7".parse().unwrap();
+        reg.resolved.lock().unwrap().insert(
+            ("localhost".into(), 5432),
+            (std::time::Instant::now(), vec![fake]),
+        );
+        assert_eq!(reg.resolve("localhost", 5432).await, [fake]);
+        let old = std::time::Instant::now() - RESOLVED_REUSE;
+        reg.resolved
+            .lock()
+            .unwrap()
+            .insert(("localhost".into(), 5432), (old, vec![fake]));
+        assert_ne!(
+            reg.resolve("localhost", 5432).await,
+            [fake],
+            "an expired answer is asked again"
+        );
     }
 }

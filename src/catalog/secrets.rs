@@ -1,17 +1,27 @@
-//! Which Secrets may serve a Catalog (DESIGN 10: credentials are opt-in). A Secret is used only
-//! when it carries the label `semops.io/catalog-credentials: "true"` and, if it has the
-//! annotation `semops.io/allowed-catalogs`, that list names the Catalog. Every refusal reads the
-//! same, so a Catalog's author learns nothing about a Secret's existence, labels or keys.
+//! Which Secrets may serve a Catalog, and where their values may go (docs/security.md). A Secret
+//! is used only when it carries the label `semops.io/catalog-credentials: "true"` and, if it has
+//! the annotation `semops.io/allowed-catalogs`, that list names the Catalog. Every refusal reads
+//! the same, so a Catalog's author learns nothing about a Secret's existence, labels or keys.
+//!
+//! A Secret whose values are sent to a server (user names, passwords, tokens, client secrets,
+//! client certificates) also names, in `semops.io/allowed-hosts`, every destination that may
+//! receive them: the Secret's owner decides, not whoever may edit the Catalog.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 
+use super::egress::HostAllowList;
+
 /// The opt-in label.
 pub const CREDENTIALS_LABEL: &str = "semops.io/catalog-credentials";
 /// Optional: the Catalogs (names in the Secret's namespace, comma-separated) it may serve.
 pub const ALLOWED_CATALOGS_ANNOTATION: &str = "semops.io/allowed-catalogs";
+
+/// Required on Secrets whose values are sent: the hosts (`host`, `host:port`, `*.suffix`, CIDR;
+/// comma-separated) that may receive them.
+pub const ALLOWED_HOSTS_ANNOTATION: &str = "semops.io/allowed-hosts";
 
 /// Whether `secret` opted in to serve Catalog `catalog`.
 pub fn serves(secret: &Secret, catalog: &str) -> bool {
@@ -36,6 +46,43 @@ pub fn values(data: &BTreeMap<String, ByteString>, keys: &[&str]) -> Option<Vec<
     keys.iter()
         .map(|k| String::from_utf8(data.get(*k)?.0.clone()).ok())
         .collect()
+}
+
+/// The destinations `secret` allows: `None` without the annotation, `Err` naming the bad entry.
+pub fn allowed_hosts(secret: &Secret) -> Option<Result<HostAllowList, String>> {
+    let text = secret
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(ALLOWED_HOSTS_ANNOTATION)?;
+    Some(HostAllowList::parse_list(text))
+}
+
+/// Why Secret `name` may not send its values to `host:port` (the destination named by `field`),
+/// and the fix; `allowed`: what its annotation said.
+pub fn not_for_host(
+    name: &str,
+    allowed: &Option<Result<HostAllowList, String>>,
+    field: &str,
+    host: &str,
+    port: u16,
+) -> String {
+    let shown = if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    };
+    match allowed {
+        None => format!(
+            "Secret {name:?} has no annotation {ALLOWED_HOSTS_ANNOTATION}, so semops sends its values nowhere; its owner names the hosts that may receive them, e.g. {ALLOWED_HOSTS_ANNOTATION}: \"{shown}\" ({field})"
+        ),
+        Some(Err(e)) => format!(
+            "Secret {name:?}: annotation {ALLOWED_HOSTS_ANNOTATION} has a bad entry {e}; its owner writes host, host:port, *.suffix or a CIDR, comma-separated"
+        ),
+        Some(Ok(_)) => format!(
+            "{field} {shown} is not in Secret {name:?}'s annotation {ALLOWED_HOSTS_ANNOTATION}; nothing was sent. Point {field} at a host the annotation names, or ask the Secret's owner to add {shown}"
+        ),
+    }
 }
 
 /// The one message for every refusal of a Secret (`field` is the Catalog field naming it).
@@ -83,6 +130,46 @@ mod tests {
                 "{label:?} {allowed:?} {catalog}"
             );
         }
+    }
+
+    #[test]
+    fn allowed_hosts_come_from_the_annotation_and_every_refusal_names_it_and_the_host() {
+        let mut s = secret(Some("true"), None);
+        assert!(allowed_hosts(&s).is_none());
+        let m = not_for_host("pg", &allowed_hosts(&s), "spec.connection.host", "db", 5432);
+        assert!(
+            m.contains(ALLOWED_HOSTS_ANNOTATION) && m.contains("db:5432"),
+            "{m}"
+        );
+        s.metadata.annotations = Some(
+            [(
+                ALLOWED_HOSTS_ANNOTATION.to_string(),
+                "db.svc:5432, *.kafka".to_string(),
+            )]
+            .into(),
+        );
+        let list = allowed_hosts(&s).unwrap().unwrap();
+        assert!(list.permits("db.svc", 5432, &[]));
+        assert!(!list.permits("evil", 5432, &[]));
+        let m = not_for_host(
+            "pg",
+            &Some(Ok(list)),
+            "spec.connection.oauth2.tokenEndpoint",
+            "::1",
+            8443,
+        );
+        assert!(
+            m.contains("[::1]:8443")
+                && m.contains("tokenEndpoint")
+                && m.contains("nothing was sent"),
+            "{m}"
+        );
+        s.metadata.annotations =
+            Some([(ALLOWED_HOSTS_ANNOTATION.to_string(), "db:0".to_string())].into());
+        let bad = allowed_hosts(&s);
+        assert!(matches!(bad, Some(Err(_))));
+        let m = not_for_host("pg", &bad, "spec.connection.host", "db", 0);
+        assert!(m.contains("\"db:0\""), "{m}");
     }
 
     #[test]

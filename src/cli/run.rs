@@ -113,8 +113,9 @@ pub struct RunArgs {
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     lineage_deadline: Duration,
     /// Where Catalog connections may go: CIDRs, addresses, host names or `*.suffix` patterns,
-    /// comma-separated. Empty: anywhere. A Catalog pointing elsewhere is Reachable=False
-    /// HostNotAllowed and is never connected to.
+    /// each optionally with `:port`, comma-separated. Empty: anywhere but loopback, link-local
+    /// (cloud metadata) and kubelet ports, which only an address entry allows. A Catalog
+    /// pointing elsewhere is Reachable=False HostNotAllowed and is never connected to.
     #[arg(long, env = "SEMOPS_ALLOWED_CATALOG_HOSTS", value_delimiter = ',', value_parser = parse_allowed_host)]
     allowed_catalog_hosts: Vec<String>,
     /// The read API's TLS certificate chain (PEM), re-read when it changes. With the key, the

@@ -325,8 +325,10 @@ reasons! {
     INSECURE_TRANSPORT = "InsecureTransport";
     /// The server asked for the password in clear text (or as MD5 over an unencrypted channel); refused.
     INSECURE_AUTH_REFUSED = "InsecureAuthRefused";
-    /// The catalog's host is not in the operator's `--allowed-catalog-hosts`.
+    /// A destination of the Catalog is not one semops connects to: outside the operator's `--allowed-catalog-hosts`, or loopback, link-local (cloud metadata) or a kubelet port without an address entry naming it.
     HOST_NOT_ALLOWED = "HostNotAllowed";
+    /// A Secret's annotation `semops.io/allowed-hosts` does not name a destination that would receive its values (database host, Kafka bootstrap server, Iceberg uri or OAuth2 token endpoint); nothing is sent.
+    CREDENTIALS_NOT_FOR_HOST = "CredentialsNotForHost";
 
     // ReconcilePolicy
     /// The policy's spec has a value the controller refuses (the message names the field).
@@ -768,6 +770,12 @@ mod tests {
             (Status::False, Reason::NAME_CONFLICT, Some("Stalled")),
             (Status::False, Reason::AUTH_FAILED, Some("Stalled")),
             (Status::False, Reason::CREDENTIALS_INVALID, Some("Stalled")),
+            (
+                Status::False,
+                Reason::CREDENTIALS_NOT_FOR_HOST,
+                Some("Stalled"),
+            ),
+            (Status::False, Reason::HOST_NOT_ALLOWED, Some("Stalled")),
             (Status::False, Reason::SOURCE_NOT_FOUND, Some("Stalled")),
             (Status::False, Reason::INVALID_SPEC, Some("Stalled")),
             (Status::False, Reason::OVERLAP, Some("Stalled")),

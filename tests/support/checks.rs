@@ -45,7 +45,7 @@ impl World {
             pg.psql(&db, setup);
         }
         let objects = format!(
-            "apiVersion: v1\nkind: Secret\nmetadata: {{name: wh-reader, namespace: {n}, labels: {{semops.io/catalog-credentials: \"true\"}}}}\nstringData: {{username: {role}, password: {PASSWORD}}}\n---\n{}",
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: wh-reader, namespace: {n}, labels: {{semops.io/catalog-credentials: \"true\"}}, annotations: {{semops.io/allowed-hosts: \"localhost,127.0.0.0/8,::1\"}}}}\nstringData: {{username: {role}, password: {PASSWORD}}}\n---\n{}",
             catalog_yaml(&ns.name, "wh", &db, pg.port, registrations, ""),
             n = ns.name,
         );

@@ -206,6 +206,7 @@ pub fn settings(
         connect_timeout: Duration::from_secs(2),
         statement_timeout: Duration::from_secs(2),
         max_connections: 2,
+        addresses: Default::default(),
     }
 }
 

@@ -434,11 +434,18 @@ fn examples_with(ns: &str, host: &str, server: &db::Server) -> String {
                 .replace("namespace: example", &format!("namespace: {ns}"))
                 .replace("host: localhost", &format!("host: {host}"))
                 .replace("port: 5432", &format!("port: {}", server.port))
+                .replace("localhost:5432", &format!("{host}:{}", server.port))
         })
         .collect();
     docs.push(ca_secret(ns, "hr-ca", &server.ca_pem()));
     docs.join("\n---\n")
 }
+
+/// What the test operators may connect to: this machine's loopback.
+pub const LOOPBACK_HOSTS: &str = "127.0.0.0/8,::1";
+
+/// The annotation a credentials Secret needs to be sent to this machine's test servers.
+pub const ALLOWED_LOCAL_HOSTS: &str = "localhost,127.0.0.0/8,::1";
 
 /// An opted-in Secret holding a CA bundle under `ca.crt`.
 pub fn ca_secret(ns: &str, name: &str, pem: &str) -> String {
@@ -507,6 +514,9 @@ impl Operator {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_semops"));
         cmd.env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "info,semops=debug")
+            // The test servers listen on loopback, which semops refuses unless an address entry
+            // names it (`--allowed-catalog-hosts` in `extra` replaces this).
+            .env("SEMOPS_ALLOWED_CATALOG_HOSTS", LOOPBACK_HOSTS)
             .args([
                 "run",
                 "--api-addr",

@@ -48,7 +48,89 @@ pub struct OAuth2 {
     pub scope: String,
 }
 
-type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+type HttpClient = Client<
+    hyper_rustls::HttpsConnector<CheckedConnector<HttpConnector<CheckedResolver>>>,
+    Full<Bytes>,
+>;
+
+/// Refuses a URL whose host and port are not a checked destination (a redirect elsewhere, or
+/// the same name on another port) before the connector resolves or dials anything.
+#[derive(Clone)]
+struct CheckedConnector<C> {
+    inner: C,
+    addresses: std::sync::Arc<super::Addresses>,
+}
+
+impl<C> tower::Service<hyper::Uri> for CheckedConnector<C>
+where
+    C: tower::Service<hyper::Uri> + Clone + Send + 'static,
+    C::Future: Send + 'static,
+    C::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Response = C::Response;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+    type Future = futures::future::BoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, uri: hyper::Uri) -> Self::Future {
+        let host = uri
+            .host()
+            .unwrap_or_default()
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        let port = uri
+            .port_u16()
+            .unwrap_or(if uri.scheme_str() == Some("https") {
+                443
+            } else {
+                80
+            });
+        let checked = match &*self.addresses {
+            super::Addresses::Checked(all) => all.iter().any(|(h, p, _)| *h == host && *p == port),
+            super::Addresses::Resolve => true,
+        };
+        let connecting = checked.then(|| self.inner.call(uri));
+        Box::pin(async move {
+            match connecting {
+                Some(f) => f.await.map_err(Into::into),
+                None => Err(format!("{host}:{port} is not a checked destination").into()),
+            }
+        })
+    }
+}
+
+/// Names resolve to the addresses that passed the egress checks (the catalog's and the token
+/// endpoint's), never through DNS again; a name outside them (a redirect) resolves to nothing.
+#[derive(Clone)]
+struct CheckedResolver(std::sync::Arc<super::Addresses>);
+
+impl tower::Service<hyper_util::client::legacy::connect::dns::Name> for CheckedResolver {
+    type Response = std::vec::IntoIter<std::net::SocketAddr>;
+    type Error = std::io::Error;
+    type Future = futures::future::BoxFuture<'static, std::io::Result<Self::Response>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, name: hyper_util::client::legacy::connect::dns::Name) -> Self::Future {
+        let addresses = self.0.clone();
+        Box::pin(async move {
+            // The connector puts the URL's port on each address.
+            Ok(addresses.of_host(name.as_str()).await?.into_iter())
+        })
+    }
+}
 
 pub struct IcebergProvider {
     settings: IcebergSettings,
@@ -84,15 +166,31 @@ impl IcebergProvider {
                 "spec.connection.uri is http:// and a token or client secret would travel in clear; use https://, or write sslMode: disable to accept that".into(),
             ));
         }
+        let clear_token_endpoint = iceberg
+            .oauth2
+            .as_ref()
+            .is_some_and(|o| !o.token_endpoint.starts_with("https://"));
+        if clear_token_endpoint
+            && has_secret
+            && settings.ssl_mode != crate::crd::catalog::SslMode::Disable
+        {
+            return Err(ProviderError::InsecureAuth(
+                "spec.connection.oauth2.tokenEndpoint is http:// and the client secret would travel in clear; use https://, or write sslMode: disable to accept that".into(),
+            ));
+        }
         let tls = super::tls::tls_config(settings.ssl_mode, settings.ca_pem.as_deref(), None)?;
-        let mut http = HttpConnector::new();
+        let addresses = std::sync::Arc::new(settings.addresses.clone());
+        let mut http = HttpConnector::new_with_resolver(CheckedResolver(addresses.clone()));
         http.enforce_http(false);
         http.set_connect_timeout(Some(settings.connect_timeout));
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(tls)
             .https_or_http()
             .enable_http1()
-            .wrap_connector(http);
+            .wrap_connector(CheckedConnector {
+                inner: http,
+                addresses,
+            });
         let client = Client::builder(TokioExecutor::new())
             .pool_max_idle_per_host(settings.max_connections)
             .pool_idle_timeout(Duration::from_secs(30))
@@ -169,7 +267,12 @@ impl IcebergProvider {
             400 | 401 | 403 => Err(ProviderError::AuthFailed(format!(
                 "the token endpoint refused the client credentials (HTTP {status})"
             ))),
-            s => Err(wire::classify(s, &body, "the token endpoint")),
+            s => Err(wire::classify(
+                s,
+                &body,
+                "the token endpoint",
+                &self.credentials,
+            )),
         }
     }
 
@@ -232,7 +335,12 @@ impl IcebergProvider {
         };
         let (status, body) = self.send(Method::GET, &path).await?;
         if status != StatusCode::OK {
-            return Err(wire::classify(status.as_u16(), &body, "GET /v1/config"));
+            return Err(wire::classify(
+                status.as_u16(),
+                &body,
+                "GET /v1/config",
+                &self.credentials,
+            ));
         }
         let endpoint = wire::endpoint_from_config(&body)?;
         *cached = Some(endpoint.clone());
@@ -256,7 +364,12 @@ impl IcebergProvider {
             200 if kind == ObjectType::Table => wire::loaded_table(&body).map(Some),
             200 => wire::loaded_view(&body).map(Some),
             404 => Ok(None),
-            s => Err(wire::classify(s, &body, &format!("loading {name}"))),
+            s => Err(wire::classify(
+                s,
+                &body,
+                &format!("loading {name}"),
+                &self.credentials,
+            )),
         }
     }
 
@@ -292,7 +405,14 @@ impl IcebergProvider {
             match status.as_u16() {
                 200 => {}
                 404 => return Ok(None),
-                s => return Err(wire::classify(s, &body, "listing a namespace")),
+                s => {
+                    return Err(wire::classify(
+                        s,
+                        &body,
+                        "listing a namespace",
+                        &self.credentials,
+                    ));
+                }
             }
             let (more, next) = wire::identifiers(&body)?;
             names.extend(more);
@@ -325,7 +445,14 @@ impl IcebergProvider {
                         native_id: format!("namespace:{name}"),
                     },
                     404 => Probe::Absent,
-                    s => return Err(wire::classify(s, &body, &format!("namespace {name}"))),
+                    s => {
+                        return Err(wire::classify(
+                            s,
+                            &body,
+                            &format!("namespace {name}"),
+                            &self.credentials,
+                        ));
+                    }
                 }
             }
             ProbeTarget::Relation { schema, name } => {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::catalog::{Column, ObjectType, ProviderError};
+use crate::catalog::{Column, Credentials, ObjectType, ProviderError};
 
 /// The spec's default namespace separator (unit separator, percent-encoded); servers may
 /// override it in `GET /v1/config` (`namespace-separator`), and Iceberg's own server does.
@@ -298,25 +298,44 @@ pub fn refresh_after(ttl: Duration) -> Duration {
 
 /// What a non-success answer means. Only a 404 says the object is absent, and only the caller
 /// decides that; everything here is an error: 401 authentication, 403 permission, 5xx and 429
-/// the server, anything else an unexpected reply. The server's message (never its `stack`) is
-/// kept, cut short.
-pub fn classify(status: u16, body: &[u8], what: &str) -> ProviderError {
-    let message = serde_json::from_slice::<Value>(body)
+/// the server, anything else an unexpected reply. Only the HTTP status and the error `type` (an
+/// identifier) leave semops; the server's message goes to the debug log, scrubbed (a server may
+/// echo what it was sent), and its `stack` nowhere.
+pub fn classify(status: u16, body: &[u8], what: &str, credentials: &Credentials) -> ProviderError {
+    let error = serde_json::from_slice::<Value>(body)
         .ok()
-        .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
-        .map(|m| m.chars().take(200).collect::<String>())
+        .map(|v| v["error"].clone())
+        .unwrap_or(Value::Null);
+    let kind = error["type"]
+        .as_str()
+        .filter(|t| is_identifier(t))
+        .map(|t| format!(" {t}"))
         .unwrap_or_default();
-    let detail = if message.is_empty() {
-        format!("{what}: HTTP {status}")
-    } else {
-        format!("{what}: HTTP {status}: {message}")
+    let message = error["message"].as_str().unwrap_or("");
+    let ours = match status {
+        401 | 419 => "the catalog refused the credentials of spec.connection.credentialsSecretRef",
+        403 => "the catalog's user may not read this; grant it read access to the namespaces",
+        429 | 500..=599 => "the catalog is overloaded or failing",
+        _ => "the catalog answered something semops does not expect",
     };
+    let detail = format!(
+        "{what}: {}",
+        credentials.server_said(ours, &format!("HTTP {status}{kind}"), message)
+    );
     match status {
         401 | 419 => ProviderError::AuthFailed(detail),
         403 => ProviderError::PermissionDenied(detail),
         429 | 500..=599 => ProviderError::ServerUnavailable(detail),
         _ => ProviderError::Protocol(detail),
     }
+}
+
+/// An Iceberg error type as servers send it (`NoSuchTableException`): a short identifier.
+fn is_identifier(t: &str) -> bool {
+    (1..=64).contains(&t.len())
+        && t.starts_with(|c: char| c.is_ascii_alphabetic())
+        && t.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_.$".contains(c))
 }
 
 #[cfg(test)]
@@ -437,8 +456,9 @@ mod tests {
     }
 
     #[test]
-    fn answers_are_classified_by_status_and_keep_only_the_message() {
-        let body = br#"{"error": {"message": "no", "type": "ForbiddenException", "code": 403, "stack": ["at secret.Class"]}}"#;
+    fn answers_are_classified_by_status_and_keep_only_the_status_and_type() {
+        let body = br#"{"error": {"message": "no such user k9F2xQ7wLm3Zp8Rt", "type": "ForbiddenException", "code": 403, "stack": ["at secret.Class"]}}"#;
+        let credentials = Credentials::new("", "k9F2xQ7wLm3Zp8Rt5Vb1");
         type Case = (u16, fn(&ProviderError) -> bool);
         let cases: [Case; 6] = [
             (401, |e| matches!(e, ProviderError::AuthFailed(_))),
@@ -449,11 +469,30 @@ mod tests {
             (409, |e| matches!(e, ProviderError::Protocol(_))),
         ];
         for (status, is) in cases {
-            let e = classify(status, body, "loading t");
+            let e = classify(status, body, "loading t", &credentials);
             assert!(is(&e), "{status}: {e:?}");
-            assert!(!e.to_string().contains("secret.Class"), "{e}");
+            let text = e.to_string();
+            assert!(
+                !text.contains("secret.Class") && !text.contains("no such user"),
+                "{text}"
+            );
+            assert!(
+                text.contains(&format!("HTTP {status} ForbiddenException")),
+                "{text}"
+            );
         }
-        assert!(classify(500, b"", "x").to_string().contains("HTTP 500"));
+        assert!(
+            classify(500, b"", "x", &credentials)
+                .to_string()
+                .contains("(HTTP 500)")
+        );
+        // A type that is not an identifier is server text too: left out.
+        let odd = br#"{"error": {"type": "k9F2xQ7w Lm3Zp8Rt", "message": "m"}}"#;
+        let text = classify(500, odd, "x", &credentials).to_string();
+        assert!(
+            !text.contains("k9F2") && text.contains("(HTTP 500)"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -91,6 +91,7 @@ impl KafkaProvider {
             let dial = Dial {
                 host: &host,
                 port,
+                addresses: &self.settings.addresses,
                 tls: self.tls.clone(),
                 sasl: self.settings.sasl,
                 credentials: &self.settings.credentials,

@@ -13,7 +13,6 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 use super::sasl::{Scram, ScramError, plain};
 use crate::catalog::{Credentials, ProviderError};
@@ -37,6 +36,8 @@ pub struct Conn {
 pub struct Dial<'a> {
     pub host: &'a str,
     pub port: u16,
+    /// The checked addresses (never resolved again).
+    pub addresses: &'a crate::catalog::Addresses,
     pub tls: Option<Arc<rustls::ClientConfig>>,
     pub sasl: Option<SaslMechanism>,
     pub credentials: &'a Credentials,
@@ -47,10 +48,14 @@ impl Conn {
     /// Connects, negotiates versions and authenticates.
     pub async fn open(d: &Dial<'_>) -> Result<Conn, ProviderError> {
         let endpoint = format!("{}:{}", d.host, d.port);
-        let tcp = tokio::time::timeout(d.timeout, TcpStream::connect((d.host, d.port)))
+        let tcp = d
+            .addresses
+            .connect(d.host, d.port, d.timeout)
             .await
-            .map_err(|_| ProviderError::Timeout(d.timeout))?
-            .map_err(|e| ProviderError::Unreachable(format!("{endpoint}: {e}")))?;
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::TimedOut => ProviderError::Timeout(d.timeout),
+                _ => ProviderError::Unreachable(format!("{endpoint}: {e}")),
+            })?;
         tcp.set_nodelay(true).ok();
         let stream: Box<dyn Stream> = match &d.tls {
             None => Box::new(tcp),
@@ -126,7 +131,24 @@ impl Conn {
             )
             .await?;
         if handshake.error_code.err().is_some() {
-            let offered: Vec<&str> = handshake.mechanisms.iter().map(|m| m.as_str()).collect();
+            // Only mechanism names semops knows are repeated: the list is the broker's text.
+            const KNOWN: [&str; 5] = [
+                "PLAIN",
+                "SCRAM-SHA-256",
+                "SCRAM-SHA-512",
+                "GSSAPI",
+                "OAUTHBEARER",
+            ];
+            let offered: Vec<&str> = handshake
+                .mechanisms
+                .iter()
+                .map(|m| {
+                    KNOWN
+                        .into_iter()
+                        .find(|k| *k == m.as_str())
+                        .unwrap_or("another")
+                })
+                .collect();
             return Err(ProviderError::Misconfigured(format!(
                 "the broker does not enable SASL mechanism {} (it offers {}); set spec.connection.sasl.mechanism to one of those",
                 mechanism.name(),
@@ -137,6 +159,7 @@ impl Conn {
             SaslMechanism::Plain => {
                 self.sasl_round(
                     plain(credentials.username(), credentials.expose_password()),
+                    credentials,
                     timeout,
                 )
                 .await?;
@@ -147,9 +170,9 @@ impl Conn {
                     credentials.username(),
                     credentials.expose_password(),
                 );
-                let server_first = self.sasl_round(scram.first(), timeout).await?;
+                let server_first = self.sasl_round(scram.first(), credentials, timeout).await?;
                 let answer = scram.answer(&server_first).map_err(scram_error)?;
-                let server_final = self.sasl_round(answer, timeout).await?;
+                let server_final = self.sasl_round(answer, credentials, timeout).await?;
                 scram.verify(&server_final).map_err(scram_error)?;
             }
         }
@@ -160,6 +183,7 @@ impl Conn {
     async fn sasl_round(
         &mut self,
         bytes: Vec<u8>,
+        credentials: &Credentials,
         timeout: Duration,
     ) -> Result<Bytes, ProviderError> {
         let r = self
@@ -171,12 +195,11 @@ impl Conn {
             .await?;
         match r.error_code.err() {
             None => Ok(r.auth_bytes),
-            Some(e) => Err(ProviderError::AuthFailed(format!(
-                "{e:?}: {}",
-                r.error_message
-                    .as_ref()
-                    .map(|m| m.as_str())
-                    .unwrap_or("no message")
+            // The broker's message may echo what it was sent: only its error code leaves.
+            Some(e) => Err(ProviderError::AuthFailed(credentials.server_said(
+                "the broker refused the SASL user name or password of spec.connection.credentialsSecretRef",
+                &format!("Kafka error {e:?}"),
+                r.error_message.as_ref().map(|m| m.as_str()).unwrap_or(""),
             ))),
         }
     }
