@@ -278,7 +278,12 @@ pub fn destinations(settings: &ConnectionSettings) -> Result<Vec<Destination>, S
 
 /// The host (brackets removed) and port of an http(s) URL, the port defaulting by scheme.
 fn url_host_port(url: &str) -> Option<(String, u16)> {
-    let uri: hyper::Uri = url.parse().ok()?;
+    uri_host_port(&url.parse().ok()?)
+}
+
+/// The host (brackets removed) and port of an http(s) URI, the port defaulting by scheme;
+/// `None` without a host.
+pub fn uri_host_port(uri: &hyper::Uri) -> Option<(String, u16)> {
     let host = uri
         .host()?
         .trim_start_matches('[')
@@ -336,8 +341,11 @@ pub struct Registry {
     /// lookups costs one Secret GET per Secret per interval, not one per request.
     secrets: FreshReads<(String, String), Option<Secret>>,
     /// Host names resolved for the destination checks, with when.
-    resolved: Mutex<HashMap<(String, u16), (std::time::Instant, Vec<std::net::IpAddr>)>>,
+    resolved: Mutex<HashMap<(String, u16), Resolved>>,
 }
+
+/// When a name was resolved, and to what.
+type Resolved = (std::time::Instant, Vec<std::net::IpAddr>);
 
 /// How long a resolved name is reused: a changed answer reaches the checks (and a new pool,
 /// since the addresses are part of the settings) within this.

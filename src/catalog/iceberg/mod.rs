@@ -79,19 +79,7 @@ where
     }
 
     fn call(&mut self, uri: hyper::Uri) -> Self::Future {
-        let host = uri
-            .host()
-            .unwrap_or_default()
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_string();
-        let port = uri
-            .port_u16()
-            .unwrap_or(if uri.scheme_str() == Some("https") {
-                443
-            } else {
-                80
-            });
+        let (host, port) = super::registry::uri_host_port(&uri).unwrap_or_default();
         let checked = match &*self.addresses {
             super::Addresses::Checked(all) => all.iter().any(|(h, p, _)| *h == host && *p == port),
             super::Addresses::Resolve => true,
