@@ -164,6 +164,24 @@ pub struct ConnectionSettings {
     pub addresses: Addresses,
 }
 
+/// The host (brackets removed) and port of an http(s) URI, the port defaulting by scheme;
+/// `None` without a host.
+pub fn uri_host_port(uri: &hyper::Uri) -> Option<(String, u16)> {
+    let host = uri
+        .host()?
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let port = uri
+        .port_u16()
+        .unwrap_or(if uri.scheme_str() == Some("https") {
+            443
+        } else {
+            80
+        });
+    (!host.is_empty()).then_some((host, port))
+}
+
 /// The addresses a provider connects to.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Addresses {

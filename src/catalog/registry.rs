@@ -278,25 +278,7 @@ pub fn destinations(settings: &ConnectionSettings) -> Result<Vec<Destination>, S
 
 /// The host (brackets removed) and port of an http(s) URL, the port defaulting by scheme.
 fn url_host_port(url: &str) -> Option<(String, u16)> {
-    uri_host_port(&url.parse().ok()?)
-}
-
-/// The host (brackets removed) and port of an http(s) URI, the port defaulting by scheme;
-/// `None` without a host.
-pub fn uri_host_port(uri: &hyper::Uri) -> Option<(String, u16)> {
-    let host = uri
-        .host()?
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_string();
-    let port = uri
-        .port_u16()
-        .unwrap_or(if uri.scheme_str() == Some("https") {
-            443
-        } else {
-            80
-        });
-    (!host.is_empty()).then_some((host, port))
+    super::uri_host_port(&url.parse().ok()?)
 }
 
 /// `host:port` or `[v6]:port`; `None` for anything else (no port, port 0 or out of range).

@@ -79,7 +79,7 @@ where
     }
 
     fn call(&mut self, uri: hyper::Uri) -> Self::Future {
-        let (host, port) = super::registry::uri_host_port(&uri).unwrap_or_default();
+        let (host, port) = super::uri_host_port(&uri).unwrap_or_default();
         let checked = match &*self.addresses {
             super::Addresses::Checked(all) => all.iter().any(|(h, p, _)| *h == host && *p == port),
             super::Addresses::Resolve => true,
