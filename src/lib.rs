@@ -11,6 +11,7 @@ pub mod backoff;
 pub mod build_info;
 pub mod catalog;
 pub mod cli;
+pub mod client;
 pub mod controller;
 pub mod crd;
 pub mod failpoint;

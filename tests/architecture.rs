@@ -44,40 +44,109 @@ fn code(path: &Path) -> String {
         .join("\n")
 }
 
-/// Every `crate::a::b` / `super::x` path in `text`, resolved against module `me`.
-fn references(me: &str, is_mod_file: bool, text: &str) -> Vec<Vec<String>> {
+/// Every path a `crate::…` / `super::…` reference in `text` names, with `use` groups expanded:
+/// `use super::{round, announce::{self, X}}` names `super::round`, `super::announce` and
+/// `super::announce::X`.
+fn raw_paths(text: &str) -> Vec<Vec<String>> {
+    let chars: Vec<char> = text.chars().collect();
+    let is_ident = |c: char| c.is_alphanumeric() || c == '_';
     let mut out = Vec::new();
-    let words: Vec<&str> = text
-        .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
-        .filter(|w| w.starts_with("crate::") || w.starts_with("super::"))
-        .collect();
-    for w in words {
-        let parts: Vec<String> = w
-            .split("::")
-            .filter(|p| !p.is_empty())
-            .map(String::from)
-            .collect();
-        let mut base: Vec<String> = if me.is_empty() {
-            vec![]
+    let mut i = 0;
+    while i < chars.len() {
+        let starts = ["crate::", "super::"].iter().any(|p| {
+            let p: Vec<char> = p.chars().collect();
+            chars[i..].starts_with(&p)
+                && (i == 0 || !(is_ident(chars[i - 1]) || chars[i - 1] == ':'))
+        });
+        if starts {
+            i = tree(&chars, i, &[], &mut out);
         } else {
-            me.split("::").map(String::from).collect()
-        };
-        let mut rest = parts.as_slice();
-        if rest.first().map(String::as_str) == Some("crate") {
-            base.clear();
-            rest = &rest[1..];
-        } else {
-            // `super` of a mod.rs is its parent; of a plain file, the file's parent module too.
-            let _ = is_mod_file;
-            while rest.first().map(String::as_str) == Some("super") {
-                base.pop();
-                rest = &rest[1..];
-            }
+            i += 1;
         }
-        base.extend(rest.iter().cloned());
-        out.push(base);
     }
     out
+}
+
+/// Parses one use tree at `i` below `prefix`, pushing every path it names; returns the end.
+fn tree(chars: &[char], mut i: usize, prefix: &[String], out: &mut Vec<Vec<String>>) -> usize {
+    let is_ident = |c: char| c.is_alphanumeric() || c == '_';
+    let skip_ws = |mut i: usize| {
+        while i < chars.len() && chars[i].is_whitespace() {
+            i += 1;
+        }
+        i
+    };
+    let mut path = prefix.to_vec();
+    loop {
+        i = skip_ws(i);
+        if i < chars.len() && chars[i] == '{' {
+            i += 1;
+            loop {
+                i = skip_ws(i);
+                if i >= chars.len() {
+                    return i;
+                }
+                match chars[i] {
+                    '}' => return i + 1,
+                    ',' => i += 1,
+                    _ => {
+                        let before = i;
+                        i = tree(chars, i, &path, out);
+                        if i == before {
+                            i += 1; // not a path: step over it
+                        }
+                    }
+                }
+            }
+        }
+        let start = i;
+        while i < chars.len() && (is_ident(chars[i]) || chars[i] == '*') {
+            i += 1;
+        }
+        let segment: String = chars[start..i].iter().collect();
+        match segment.as_str() {
+            "" | "*" => break,
+            "self" => {}
+            s => path.push(s.to_string()),
+        }
+        if chars[i..].starts_with(&[':', ':']) {
+            i += 2;
+        } else {
+            break;
+        }
+    }
+    if path.len() > prefix.len() || !prefix.is_empty() {
+        out.push(path);
+    }
+    i
+}
+
+/// The paths `text` (the code of module `me`) names, resolved to paths from the crate root.
+fn references(me: &str, text: &str) -> Vec<Vec<String>> {
+    raw_paths(text)
+        .into_iter()
+        .map(|parts| {
+            let mut base: Vec<String> = if me.is_empty() {
+                vec![]
+            } else {
+                me.split("::").map(String::from).collect()
+            };
+            let mut rest = parts.as_slice();
+            if rest.first().map(String::as_str) == Some("crate") {
+                base.clear();
+                rest = &rest[1..];
+            } else {
+                // `super` of a mod.rs is its parent module; of a plain file, the module that
+                // declares it: both are the module path minus its last part.
+                while rest.first().map(String::as_str) == Some("super") {
+                    base.pop();
+                    rest = &rest[1..];
+                }
+            }
+            base.extend(rest.iter().cloned());
+            base
+        })
+        .collect()
 }
 
 /// The longest module that `path` names, if any.
@@ -88,12 +157,12 @@ fn target(path: &[String], mods: &BTreeMap<String, PathBuf>) -> Option<String> {
         .find(|m| mods.contains_key(m))
 }
 
-/// A room's sub-room: a module path cut to two segments (`controller::check::round` belongs to
-/// `controller::check`), so a cycle through a directory's files is a cycle of that directory.
-fn node(m: &str) -> String {
-    m.split("::").take(2).collect::<Vec<_>>().join("::")
+/// The room of a module: its first segment (`controller::check::round` is in `controller`).
+fn room(m: &str) -> &str {
+    m.split("::").next().unwrap_or(m)
 }
 
+/// Which file imports which: one node per source file (its module path).
 fn graph() -> BTreeMap<String, BTreeSet<String>> {
     let mods = modules();
     let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
@@ -101,18 +170,18 @@ fn graph() -> BTreeMap<String, BTreeSet<String>> {
         if m.is_empty() {
             continue; // lib.rs only declares the rooms
         }
-        let is_mod = path.file_name().is_some_and(|f| f == "mod.rs");
-        let from = node(m);
-        for r in references(m, is_mod, &code(path)) {
-            let Some(t) = target(&r, &mods) else { continue };
-            let to = node(&t);
-            // A parent declaring or re-exporting its own children is not a dependency.
-            let child_of_me = to.starts_with(&format!("{from}::"));
-            if to != from && !child_of_me {
-                g.entry(from.clone()).or_default().insert(to);
+        for r in references(m, &code(path)) {
+            let Some(to) = target(&r, &mods) else {
+                continue;
+            };
+            // A module declaring or re-exporting its own children is not a dependency (a child
+            // using its parent's items is).
+            let child_of_me = to.starts_with(&format!("{m}::"));
+            if &to != m && !child_of_me {
+                g.entry(m.clone()).or_default().insert(to);
             }
         }
-        g.entry(from).or_default();
+        g.entry(m.clone()).or_default();
     }
     g
 }
@@ -160,14 +229,57 @@ fn find_cycle(g: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
 #[test]
 fn no_two_source_files_import_each_other_directly_or_through_others() {
     let g = graph();
-    assert!(g.len() > 30, "the scan found only {} rooms", g.len());
+    assert!(g.len() > 100, "the scan found only {} files", g.len());
     assert_eq!(find_cycle(&g), None, "an import cycle between files");
 }
 
 #[test]
+fn grouped_and_nested_imports_are_seen() {
+    let refs = |me: &str, text: &str| -> Vec<String> {
+        references(me, text).iter().map(|p| p.join("::")).collect()
+    };
+    assert_eq!(
+        refs(
+            "controller::check::round",
+            "use super::{REACHABLE_FLIPS, RoundReport, announce, visit};"
+        ),
+        [
+            "controller::check::REACHABLE_FLIPS",
+            "controller::check::RoundReport",
+            "controller::check::announce",
+            "controller::check::visit"
+        ]
+    );
+    assert_eq!(
+        refs(
+            "cli::query",
+            "use crate::client::{Query, routes::{self, Family},\n    transport::*};\nlet x = crate::lineage::render::dot(v);"
+        ),
+        [
+            "client::Query",
+            "client::routes",
+            "client::routes::Family",
+            "client::transport",
+            "lineage::render::dot"
+        ]
+    );
+    let mods = modules();
+    assert_eq!(
+        target(
+            &references(
+                "controller::check::round",
+                "use super::{announce::committed};"
+            )[0],
+            &mods
+        )
+        .as_deref(),
+        Some("controller::check::announce")
+    );
+}
+
+#[test]
 fn the_cycle_finder_finds_planted_cycles() {
-    // The cycle this layout removed: the Catalog controller runs rounds, and a round file
-    // naming the Catalog controller again.
+    // The Catalog controller runs rounds: the rounds' bookkeeping naming it again is a circle.
     let mut g = graph();
     g.get_mut("controller::check")
         .unwrap()
@@ -176,6 +288,16 @@ fn the_cycle_finder_finds_planted_cycles() {
         find_cycle(&g).is_some(),
         "controller::catalog uses controller::check"
     );
+    // Two sibling files naming each other (a round announcing, the announcer using the round's
+    // classification) is a circle of files.
+    let mut g = graph();
+    g.get_mut("controller::check::round")
+        .unwrap()
+        .insert("controller::check::announce".into());
+    g.get_mut("controller::check::announce")
+        .unwrap()
+        .insert("controller::check::round".into());
+    assert!(find_cycle(&g).is_some(), "round <-> announce");
     let mut g = graph();
     g.get_mut("catalog::registry")
         .unwrap()
@@ -187,17 +309,40 @@ fn the_cycle_finder_finds_planted_cycles() {
 }
 
 #[test]
-fn the_read_api_the_cli_and_mcp_never_import_a_controller() {
+fn the_read_api_the_client_the_cli_and_mcp_never_import_a_controller() {
     let g = graph();
     for (m, deps) in &g {
-        if m.starts_with("api") || m.starts_with("cli") || m.starts_with("mcp") {
-            let bad: Vec<_> = deps
-                .iter()
-                .filter(|d| d.starts_with("controller"))
-                .collect();
+        if ["api", "client", "cli", "mcp"].contains(&room(m)) {
+            let bad: Vec<_> = deps.iter().filter(|d| room(d) == "controller").collect();
             assert!(bad.is_empty(), "{m} imports {bad:?}");
         }
     }
+}
+
+#[test]
+fn no_arrow_runs_up_from_the_client_to_its_users() {
+    // The client serves the CLI, MCP and the console; MCP is served by the CLI's `semops mcp`.
+    let above = |m: &str| -> &'static [&'static str] {
+        match room(m) {
+            "client" => &["cli", "mcp", "server", "run", "controller"],
+            "mcp" => &["cli", "server", "run", "controller"],
+            _ => &[],
+        }
+    };
+    let g = graph();
+    let mut checked = 0;
+    for (m, deps) in &g {
+        let bad: Vec<_> = deps
+            .iter()
+            .filter(|d| above(m).contains(&room(d)))
+            .collect();
+        assert!(bad.is_empty(), "{m} imports {bad:?}, a room above it");
+        checked += usize::from(!above(m).is_empty());
+    }
+    assert!(
+        checked >= 6,
+        "the client and mcp files were found ({checked})"
+    );
 }
 
 #[test]
@@ -231,14 +376,10 @@ fn pure_rooms_import_only_pure_rooms_and_no_io_crates() {
         {
             continue;
         }
-        let deps = &g[&node(m)];
+        let deps = &g[m];
         let bad: Vec<_> = deps
             .iter()
-            .filter(|d| {
-                io_rooms
-                    .iter()
-                    .any(|r| d == r || d.starts_with(&format!("{r}::")))
-            })
+            .filter(|d| io_rooms.contains(&room(d)))
             .collect();
         assert!(bad.is_empty(), "pure {m} imports {bad:?}");
         let text = code(path);

@@ -11,7 +11,8 @@ use hyper::header::HeaderValue;
 use rmcp::ServiceExt;
 use serde_json::Value;
 
-use super::query::{ApiArgs, Query, ReadApi};
+use super::query::ApiArgs;
+use crate::client::{Query, ReadApi};
 use crate::mcp::server::{Reader, SemopsMcp};
 
 impl Reader for ReadApi {
@@ -38,7 +39,7 @@ pub fn main(api: &ApiArgs) -> ExitCode {
         .build()
         .expect("a runtime");
     let served = runtime.block_on(async {
-        let read_api = ReadApi::connect(api).await?;
+        let read_api = ReadApi::connect(&api.connection()).await?;
         let service = SemopsMcp::new(Arc::new(read_api))
             .serve(rmcp::transport::stdio())
             .await

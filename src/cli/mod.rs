@@ -116,7 +116,7 @@ enum Command {
     Impact {
         /// table or view.
         #[arg(value_enum)]
-        object_type: query::SourceType,
+        object_type: crate::client::SourceType,
         /// catalog.schema.name, backtick-quoted segments for dots.
         full_name: String,
         /// Comma-separated column names; without it, the whole object.
@@ -268,7 +268,7 @@ pub fn main() -> ExitCode {
             api,
         } => query::main(
             &api,
-            query::Query::Impact {
+            crate::client::Query::Impact {
                 object_type: object_type.as_str().into(),
                 full_name,
                 columns,
@@ -280,7 +280,7 @@ pub fn main() -> ExitCode {
             api,
         } => query::main(
             &api,
-            query::Query::Lookup {
+            crate::client::Query::Lookup {
                 object_type,
                 full_name,
             },
@@ -292,7 +292,7 @@ pub fn main() -> ExitCode {
             api,
         } => query::main(
             &api,
-            query::Query::Metrics {
+            crate::client::Query::Metrics {
                 catalog,
                 schema,
                 details,
@@ -306,15 +306,15 @@ pub fn main() -> ExitCode {
         } => query::main(
             &api,
             match (catalog, schema, name) {
-                (Some(catalog), Some(schema), name) => query::Query::Models {
+                (Some(catalog), Some(schema), name) => crate::client::Query::Models {
                     catalog,
                     schema,
                     name,
                 },
-                (catalog, schema, _) => query::Query::NamespaceModels { catalog, schema },
+                (catalog, schema, _) => crate::client::Query::NamespaceModels { catalog, schema },
             },
         ),
-        Command::Metric { id, api } => query::main(&api, query::Query::Metric { id }),
+        Command::Metric { id, api } => query::main(&api, crate::client::Query::Metric { id }),
         Command::Mcp { api } => mcp::main(&api),
         Command::History {
             catalog,
@@ -323,13 +323,13 @@ pub fn main() -> ExitCode {
             api,
         } => query::main(
             &api,
-            query::Query::History {
+            crate::client::Query::History {
                 catalog,
                 schema,
                 name,
             },
         ),
-        Command::Lineage { root, names, api } => match query::Query::lineage(root, names) {
+        Command::Lineage { root, names, api } => match query::lineage(root, names) {
             Ok(q) => query::main(&api, q),
             Err(usage) => {
                 eprintln!("error: {usage}");
@@ -344,9 +344,9 @@ pub fn main() -> ExitCode {
         } => query::main(
             &api,
             if reconcile {
-                query::Query::Reconcile { catalog, dry_run }
+                crate::client::Query::Reconcile { catalog, dry_run }
             } else {
-                query::Query::Stale { catalog }
+                crate::client::Query::Stale { catalog }
             },
         ),
     }

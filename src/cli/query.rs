@@ -1,19 +1,14 @@
 //! `semops lookup | metrics | models | history | lineage | stale`: the read API from a terminal (also
 //! `kubectl semops …`). By default through the Kubernetes API server (the aggregated API) with
 //! the kubeconfig's user, whatever it authenticates with; with `--server`, the direct port and
-//! the bearer token of `--token` (or the kubeconfig user's). Every URL is filled in from the
-//! route constants the server itself routes by.
+//! the bearer token of `--token` (or the kubeconfig user's). The client room asks; this file
+//! reads the flags and renders the answers.
 
 use std::process::ExitCode;
 
-use std::sync::Arc;
-
-use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
-use hyper_util::rt::TokioIo;
 use serde_json::Value;
 
-use crate::api::paths::{self, fill};
+use crate::client::{Connection, Query, ReadApi};
 
 /// Output formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -33,25 +28,6 @@ pub enum LineageRoot {
     Model,
     Table,
     View,
-}
-
-/// A table or a view (a CLI argument, and an MCP tool argument: `table` or `view`).
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Deserialize, schemars::JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum SourceType {
-    Table,
-    View,
-}
-
-impl SourceType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SourceType::Table => "table",
-            SourceType::View => "view",
-        }
-    }
 }
 
 /// Where and as whom the query verbs ask.
@@ -83,394 +59,45 @@ pub struct ApiArgs {
     pub output: Output,
 }
 
-/// One question to the read API.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Query {
-    Lookup {
-        object_type: String,
-        full_name: String,
-    },
-    Metrics {
-        catalog: String,
-        schema: String,
-        details: bool,
-    },
-    Models {
-        catalog: String,
-        schema: String,
-        name: Option<String>,
-    },
-    ModelLineage {
-        catalog: String,
-        schema: String,
-        name: String,
-    },
-    /// Every model of the namespace, optionally of one catalog or schema.
-    NamespaceModels {
-        catalog: Option<String>,
-        schema: Option<String>,
-    },
-    /// One metric by its stable id.
-    Metric {
-        id: String,
-    },
-    /// A model as a kept earlier revision accepted it.
-    ModelRevision {
-        catalog: String,
-        schema: String,
-        name: String,
-        revision: i64,
-    },
-    /// A model's kept revisions and the metric ids each added and retired.
-    History {
-        catalog: String,
-        schema: String,
-        name: String,
-    },
-    SourceLineage {
-        object_type: String,
-        full_name: String,
-    },
-    Stale {
-        catalog: String,
-    },
-    /// What breaks if `columns` (or, when empty, the whole object) went away.
-    Impact {
-        object_type: String,
-        full_name: String,
-        columns: Vec<String>,
-    },
-    Reconcile {
-        catalog: String,
-        dry_run: bool,
-    },
-}
-
-impl Query {
-    /// `lineage model C S N` or `lineage table|view C.S.N`; `Err` is the usage line.
-    pub fn lineage(root: LineageRoot, names: Vec<String>) -> Result<Query, &'static str> {
-        match (
-            root,
-            <[String; 3]>::try_from(names.clone()),
-            names.as_slice(),
-        ) {
-            (LineageRoot::Model, Ok([catalog, schema, name]), _) => Ok(Query::ModelLineage {
-                catalog,
-                schema,
-                name,
-            }),
-            (LineageRoot::Table | LineageRoot::View, _, [full]) => Ok(Query::SourceLineage {
-                object_type: if root == LineageRoot::Table {
-                    "table"
-                } else {
-                    "view"
-                }
-                .into(),
-                full_name: full.clone(),
-            }),
-            _ => Err(
-                "use `semops lineage model CATALOG SCHEMA NAME` or `semops lineage table|view CATALOG.SCHEMA.NAME`",
-            ),
+impl ApiArgs {
+    /// Where and as whom the flags say to ask.
+    pub fn connection(&self) -> Connection {
+        Connection {
+            namespace: self.namespace.clone(),
+            server: self.server.clone(),
+            ca: self.ca.clone(),
+            token: self.token.clone(),
+            kubeconfig: self.kubeconfig.clone(),
+            context: self.context.clone(),
         }
     }
+}
 
-    /// Method, path (with query string) and JSON body of the request in namespace `ns`.
-    pub fn request(&self, ns: &str) -> (&'static str, String, Option<Value>) {
-        let get = |path: String| ("GET", path, None);
-        match self {
-            Query::Lookup {
-                object_type,
-                full_name,
-            } => get(fill(
-                paths::SOURCE_DATASETS,
-                &[
-                    ("ns", ns),
-                    ("object_type", object_type),
-                    ("full_name", full_name),
-                ],
-            )),
-            Query::Metrics {
-                catalog,
-                schema,
-                details,
-            } => get(format!(
-                "{}{}",
-                fill(
-                    paths::SCHEMA_METRICS,
-                    &[("ns", ns), ("catalog", catalog), ("schema", schema)]
-                ),
-                details_query(*details)
-            )),
-            Query::Models {
-                catalog,
-                schema,
-                name: None,
-            } => get(fill(
-                paths::MODELS,
-                &[("ns", ns), ("catalog", catalog), ("schema", schema)],
-            )),
-            Query::Models {
-                catalog,
-                schema,
-                name: Some(name),
-            } => get(fill(
-                paths::MODEL,
-                &[
-                    ("ns", ns),
-                    ("catalog", catalog),
-                    ("schema", schema),
-                    ("name", name),
-                ],
-            )),
-            Query::ModelLineage {
-                catalog,
-                schema,
-                name,
-            } => get(fill(
-                paths::MODEL_LINEAGE,
-                &[
-                    ("ns", ns),
-                    ("catalog", catalog),
-                    ("schema", schema),
-                    ("name", name),
-                ],
-            )),
-            Query::NamespaceModels { catalog, schema } => {
-                get(fill(paths::NS_MODELS, &[("ns", ns)]) + &filter_query(catalog, schema))
+/// `lineage model C S N` or `lineage table|view C.S.N`; `Err` is the usage line.
+pub fn lineage(root: LineageRoot, names: Vec<String>) -> Result<Query, &'static str> {
+    match (
+        root,
+        <[String; 3]>::try_from(names.clone()),
+        names.as_slice(),
+    ) {
+        (LineageRoot::Model, Ok([catalog, schema, name]), _) => Ok(Query::ModelLineage {
+            catalog,
+            schema,
+            name,
+        }),
+        (LineageRoot::Table | LineageRoot::View, _, [full]) => Ok(Query::SourceLineage {
+            object_type: if root == LineageRoot::Table {
+                "table"
+            } else {
+                "view"
             }
-            Query::Metric { id } => get(fill(paths::METRIC, &[("ns", ns), ("id", id)])),
-            Query::ModelRevision {
-                catalog,
-                schema,
-                name,
-                revision,
-            } => get(format!(
-                "{}?revision={revision}",
-                fill(
-                    paths::MODEL,
-                    &[
-                        ("ns", ns),
-                        ("catalog", catalog),
-                        ("schema", schema),
-                        ("name", name)
-                    ]
-                )
-            )),
-            Query::History {
-                catalog,
-                schema,
-                name,
-            } => get(fill(
-                paths::MODEL_VERSIONS,
-                &[
-                    ("ns", ns),
-                    ("catalog", catalog),
-                    ("schema", schema),
-                    ("name", name),
-                ],
-            )),
-            Query::SourceLineage {
-                object_type,
-                full_name,
-            } => get(fill(
-                paths::SOURCE_LINEAGE,
-                &[
-                    ("ns", ns),
-                    ("object_type", object_type),
-                    ("full_name", full_name),
-                ],
-            )),
-            Query::Stale { catalog } => get(fill(
-                paths::STALE_ENTITIES,
-                &[("ns", ns), ("catalog", catalog)],
-            )),
-            Query::Impact {
-                object_type,
-                full_name,
-                columns,
-            } => get(fill(
-                paths::SOURCE_IMPACT,
-                &[
-                    ("ns", ns),
-                    ("object_type", object_type),
-                    ("full_name", full_name),
-                ],
-            ) + &columns_query(columns)),
-            Query::Reconcile { catalog, dry_run } => (
-                "POST",
-                fill(paths::RECONCILE, &[("ns", ns), ("catalog", catalog)]),
-                Some(serde_json::json!({ "dryRun": dry_run })),
-            ),
-        }
+            .into(),
+            full_name: full.clone(),
+        }),
+        _ => Err(
+            "use `semops lineage model CATALOG SCHEMA NAME` or `semops lineage table|view CATALOG.SCHEMA.NAME`",
+        ),
     }
-}
-
-impl Query {
-    /// The same request on the aggregated API (through the Kubernetes API server): names are
-    /// dotted, each part quoted the Ossie way when it needs it.
-    pub fn aggregated_request(&self, ns: &str) -> (&'static str, String, Option<Value>) {
-        use crate::ossie::source_ref::format_segment as q;
-        let get = |path: String| ("GET", path, None);
-        let source_route = |object_type: &str, tables, views| {
-            if object_type == "view" { views } else { tables }
-        };
-        match self {
-            Query::Lookup {
-                object_type,
-                full_name,
-            } => get(fill(
-                source_route(
-                    object_type,
-                    paths::AGG_TABLE_DATASETS,
-                    paths::AGG_VIEW_DATASETS,
-                ),
-                &[("ns", ns), ("name", full_name)],
-            )),
-            Query::Metrics {
-                catalog,
-                schema,
-                details,
-            } => get(format!(
-                "{}{}",
-                fill(
-                    paths::AGG_SCHEMA_METRICS,
-                    &[
-                        ("ns", ns),
-                        ("name", &format!("{}.{}", q(catalog), q(schema)))
-                    ]
-                ),
-                details_query(*details)
-            )),
-            Query::Models {
-                catalog,
-                schema,
-                name: None,
-            } => get(fill(
-                paths::AGG_SCHEMA_MODELS,
-                &[
-                    ("ns", ns),
-                    ("name", &format!("{}.{}", q(catalog), q(schema))),
-                ],
-            )),
-            Query::Models {
-                catalog,
-                schema,
-                name: Some(name),
-            } => get(fill(
-                paths::AGG_MODEL,
-                &[
-                    ("ns", ns),
-                    ("name", &format!("{}.{}.{}", q(catalog), q(schema), q(name))),
-                ],
-            )),
-            Query::ModelLineage {
-                catalog,
-                schema,
-                name,
-            } => get(fill(
-                paths::AGG_MODEL_LINEAGE,
-                &[
-                    ("ns", ns),
-                    ("name", &format!("{}.{}.{}", q(catalog), q(schema), q(name))),
-                ],
-            )),
-            Query::NamespaceModels { catalog, schema } => {
-                get(fill(paths::AGG_NS_MODELS, &[("ns", ns)]) + &filter_query(catalog, schema))
-            }
-            Query::Metric { id } => get(fill(paths::AGG_METRIC, &[("ns", ns), ("name", id)])),
-            Query::ModelRevision {
-                catalog,
-                schema,
-                name,
-                revision,
-            } => get(format!(
-                "{}?revision={revision}",
-                fill(
-                    paths::AGG_MODEL,
-                    &[
-                        ("ns", ns),
-                        ("name", &format!("{}.{}.{}", q(catalog), q(schema), q(name)))
-                    ]
-                )
-            )),
-            Query::History {
-                catalog,
-                schema,
-                name,
-            } => get(fill(
-                paths::AGG_MODEL_VERSIONS,
-                &[
-                    ("ns", ns),
-                    ("name", &format!("{}.{}.{}", q(catalog), q(schema), q(name))),
-                ],
-            )),
-            Query::SourceLineage {
-                object_type,
-                full_name,
-            } => get(fill(
-                source_route(
-                    object_type,
-                    paths::AGG_TABLE_LINEAGE,
-                    paths::AGG_VIEW_LINEAGE,
-                ),
-                &[("ns", ns), ("name", full_name)],
-            )),
-            Query::Stale { catalog } => get(fill(
-                paths::AGG_STALE_ENTITIES,
-                &[("ns", ns), ("name", catalog)],
-            )),
-            Query::Impact {
-                object_type,
-                full_name,
-                columns,
-            } => get(fill(
-                source_route(object_type, paths::AGG_TABLE_IMPACT, paths::AGG_VIEW_IMPACT),
-                &[("ns", ns), ("name", full_name)],
-            ) + &columns_query(columns)),
-            Query::Reconcile { catalog, dry_run } => (
-                "POST",
-                fill(paths::AGG_RECONCILE, &[("ns", ns), ("name", catalog)]),
-                Some(serde_json::json!({ "dryRun": dry_run })),
-            ),
-        }
-    }
-}
-
-/// `?details=true&ids=true` (definitions with their stable ids) or `?details=false`.
-fn details_query(details: bool) -> &'static str {
-    if details {
-        "?details=true&ids=true"
-    } else {
-        "?details=false"
-    }
-}
-
-/// `?catalog=C&schema=S` with the given ones (percent-encoded), or nothing.
-fn filter_query(catalog: &Option<String>, schema: &Option<String>) -> String {
-    let parts: Vec<String> = [("catalog", catalog), ("schema", schema)]
-        .into_iter()
-        .filter_map(|(k, v)| {
-            v.as_ref()
-                .map(|v| format!("{k}={}", paths::encode_segment(v)))
-        })
-        .collect();
-    if parts.is_empty() {
-        String::new()
-    } else {
-        format!("?{}", parts.join("&"))
-    }
-}
-
-/// `?columns=a,b` (each name percent-encoded), or nothing for the whole object.
-fn columns_query(columns: &[String]) -> String {
-    if columns.is_empty() {
-        return String::new();
-    }
-    let encoded: Vec<String> = columns
-        .iter()
-        .map(|c| crate::api::paths::fill("{c}", &[("c", c)]))
-        .collect();
-    format!("?columns={}", encoded.join(","))
 }
 
 /// Exit code of `semops impact` when something would break (1 and 2 stay errors).
@@ -512,298 +139,11 @@ pub fn main(api: &ApiArgs, query: Query) -> ExitCode {
     }
 }
 
-/// The kubeconfig the flags name (or the default one, or in-cluster).
-async fn kube_config(api: &ApiArgs) -> anyhow::Result<kube::Config> {
-    let options = kube::config::KubeConfigOptions {
-        context: api.context.clone(),
-        ..Default::default()
-    };
-    let config = match &api.kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path)
-                .map_err(|e| anyhow::anyhow!("--kubeconfig {}: {e}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &options).await?
-        }
-        None if api.context.is_some() => kube::Config::from_kubeconfig(&options).await?,
-        None => kube::Config::infer().await?,
-    };
-    Ok(config)
-}
-
 /// Asks the API: through the Kubernetes API server by default, the direct port with `--server`.
-pub async fn ask(api: &ApiArgs, query: &Query) -> anyhow::Result<(u16, Value)> {
-    let read_api = ReadApi::connect(api).await?;
+async fn ask(api: &ApiArgs, query: &Query) -> anyhow::Result<(u16, Value)> {
+    let read_api = ReadApi::connect(&api.connection()).await?;
     let ns = read_api.default_namespace.clone();
     read_api.ask(&ns, query).await
-}
-
-/// Where the read API is asked, resolved once from the flags (the `mcp` server asks many times).
-pub struct ReadApi {
-    target: Target,
-    /// `-n`, else the kubeconfig context's namespace (`default` without a kubeconfig).
-    pub default_namespace: String,
-}
-
-enum Target {
-    /// The aggregated API, as the kubeconfig's user.
-    ApiServer(kube::Client),
-    /// The direct port with a bearer token.
-    Direct {
-        server: String,
-        tls: Option<Box<rustls::ClientConfig>>,
-        token: Option<String>,
-    },
-}
-
-impl ReadApi {
-    pub async fn connect(api: &ApiArgs) -> anyhow::Result<ReadApi> {
-        match &api.server {
-            None => {
-                let config = kube_config(api).await.map_err(|e| {
-                    anyhow::anyhow!("no kubeconfig to reach the Kubernetes API server ({e}); use --kubeconfig, or --server for the direct port")
-                })?;
-                let default_namespace = api
-                    .namespace
-                    .clone()
-                    .unwrap_or_else(|| config.default_namespace.clone());
-                Ok(ReadApi {
-                    target: Target::ApiServer(kube::Client::try_from(config)?),
-                    default_namespace,
-                })
-            }
-            Some(server) => {
-                // The namespace still defaults to the kubeconfig's, when there is one.
-                let default_namespace = match &api.namespace {
-                    Some(ns) => ns.clone(),
-                    None => kube_config(api)
-                        .await
-                        .map(|c| c.default_namespace)
-                        .unwrap_or_else(|_| "default".into()),
-                };
-                let tls = match api.ca.as_deref() {
-                    Some(ca) => Some(Box::new(tls_with_ca(ca)?)),
-                    None => None,
-                };
-                Ok(ReadApi {
-                    target: Target::Direct {
-                        server: server.clone(),
-                        tls,
-                        token: api.token.clone().or_else(kubeconfig_token),
-                    },
-                    default_namespace,
-                })
-            }
-        }
-    }
-
-    /// One question in namespace `ns`: `(status, body)`.
-    pub async fn ask(&self, ns: &str, query: &Query) -> anyhow::Result<(u16, Value)> {
-        match &self.target {
-            Target::ApiServer(client) => {
-                let (method, path, body) = query.aggregated_request(ns);
-                through_api_server(client, method, &path, body.as_ref()).await
-            }
-            Target::Direct { server, tls, token } => {
-                let (method, path, body) = query.request(ns);
-                request_with(
-                    server,
-                    tls.as_deref().cloned(),
-                    method,
-                    &path,
-                    token.as_deref(),
-                    body.as_ref(),
-                )
-                .await
-            }
-        }
-    }
-}
-
-/// One request through the API server (aggregated API), as the kubeconfig's user.
-pub async fn through_api_server(
-    client: &kube::Client,
-    method: &str,
-    path: &str,
-    body: Option<&Value>,
-) -> anyhow::Result<(u16, Value)> {
-    let payload = body.map(|b| b.to_string()).unwrap_or_default();
-    let req = hyper::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", "application/json")
-        .body(kube::client::Body::from(payload.into_bytes()))?;
-    let resp = client
-        .send(req)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot reach the Kubernetes API server: {e}"))?;
-    let status = resp.status().as_u16();
-    let bytes = resp.into_body().collect().await?.to_bytes();
-    let value = serde_json::from_slice(&bytes)
-        .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into()));
-    if status == 404 && value.get("kind").is_some_and(|k| k == "Status") {
-        anyhow::bail!(
-            "the API server does not serve query.semops.io/v1alpha1 here (is the chart installed with api.aggregated=true, and the APIService Available?)"
-        );
-    }
-    Ok((status, value))
-}
-
-/// A client config trusting only the CA in `path`.
-fn tls_with_ca(path: &std::path::Path) -> anyhow::Result<rustls::ClientConfig> {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject;
-    let pem = std::fs::read(path).map_err(|e| anyhow::anyhow!("--ca {}: {e}", path.display()))?;
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(&pem) {
-        roots
-            .add(cert.map_err(|e| anyhow::anyhow!("--ca {}: {e:?}", path.display()))?)
-            .map_err(|e| anyhow::anyhow!("--ca {}: {e}", path.display()))?;
-    }
-    if roots.is_empty() {
-        anyhow::bail!("--ca {}: no PEM certificate in the file", path.display());
-    }
-    Ok(rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()?
-    .with_root_certificates(roots)
-    .with_no_client_auth())
-}
-
-/// Whether `host` (of a URL) is this machine's loopback.
-pub fn is_loopback(host: &str) -> bool {
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
-
-/// GETs `path` from the direct port; returns the status and the JSON body.
-pub async fn get(server: &str, path: &str, token: Option<&str>) -> anyhow::Result<(u16, Value)> {
-    request(server, "GET", path, token, None).await
-}
-
-/// Sends `method path` to the direct port (https verified by the web PKI roots).
-pub async fn request(
-    server: &str,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    body: Option<&Value>,
-) -> anyhow::Result<(u16, Value)> {
-    request_with(server, None, method, path, token, body).await
-}
-
-/// Sends `method path` (with a JSON `body` when given) to the direct port at `server`; https is
-/// verified with `tls` (default: the web PKI roots). A token never goes over plain HTTP to
-/// anything but loopback.
-pub async fn request_with(
-    server: &str,
-    tls: Option<rustls::ClientConfig>,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    body: Option<&Value>,
-) -> anyhow::Result<(u16, Value)> {
-    let uri: hyper::Uri = format!("{}{path}", server.trim_end_matches('/'))
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--server {server:?} is not a URL: {e}"))?;
-    let host = uri.host().unwrap_or_default().to_string();
-    let https = match uri.scheme_str() {
-        Some("https") => true,
-        Some("http") => false,
-        _ => anyhow::bail!("--server {server:?} must start with https:// or http://"),
-    };
-    if !https && token.is_some() && !is_loopback(&host) {
-        anyhow::bail!(
-            "refusing to send a bearer token over plain HTTP to {host}: use https:// (with --ca), or the API server (leave out --server)"
-        );
-    }
-    let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-    let mut req = hyper::Request::builder()
-        .method(method)
-        .uri(uri.path_and_query().map(|p| p.as_str()).unwrap_or("/"))
-        .header("host", uri.authority().map(|a| a.as_str()).unwrap_or(&host))
-        .header("content-type", "application/json");
-    if let Some(t) = token {
-        req = req.header("authorization", format!("Bearer {t}"));
-    }
-    let payload = body.map(|b| b.to_string()).unwrap_or_default();
-    let req = req.body(Full::new(Bytes::from(payload)))?;
-    let unreachable =
-        |e: &dyn std::fmt::Display| anyhow::anyhow!("cannot reach the semops API at {server}: {e}");
-    let tcp =
-        tokio::net::TcpStream::connect((host.trim_start_matches('[').trim_end_matches(']'), port))
-            .await
-            .map_err(|e| unreachable(&e))?;
-    let resp = if https {
-        let config = match tls {
-            Some(c) => c,
-            None => rustls::ClientConfig::builder_with_provider(Arc::new(
-                rustls::crypto::ring::default_provider(),
-            ))
-            .with_safe_default_protocol_versions()?
-            .with_root_certificates(rustls::RootCertStore {
-                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-            })
-            .with_no_client_auth(),
-        };
-        let name = rustls::pki_types::ServerName::try_from(
-            host.trim_start_matches('[')
-                .trim_end_matches(']')
-                .to_string(),
-        )
-        .map_err(|e| anyhow::anyhow!("--server host {host:?}: {e}"))?;
-        let stream = tokio_rustls::TlsConnector::from(Arc::new(config))
-            .connect(name, tcp)
-            .await
-            .map_err(|e| unreachable(&e))?;
-        send(TokioIo::new(stream), req).await
-    } else {
-        send(TokioIo::new(tcp), req).await
-    }
-    .map_err(|e| unreachable(&e))?;
-    let status = resp.status().as_u16();
-    let body = resp.into_body().collect().await?.to_bytes();
-    let value = serde_json::from_slice(&body)
-        .unwrap_or(Value::String(String::from_utf8_lossy(&body).into()));
-    Ok((status, value))
-}
-
-async fn send<I>(
-    io: TokioIo<I>,
-    req: hyper::Request<Full<Bytes>>,
-) -> Result<hyper::Response<hyper::body::Incoming>, hyper::Error>
-where
-    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await?;
-    tokio::spawn(conn);
-    sender.send_request(req).await
-}
-
-/// The bearer token of the current kubeconfig user, when it authenticates with one.
-pub fn kubeconfig_token() -> Option<String> {
-    let kc = kube::config::Kubeconfig::read().ok()?;
-    let context = kc.current_context.as_ref()?;
-    let user = kc
-        .contexts
-        .iter()
-        .find(|c| &c.name == context)?
-        .context
-        .as_ref()?
-        .user
-        .clone()?;
-    let auth = kc
-        .auth_infos
-        .iter()
-        .find(|a| a.name == user)?
-        .auth_info
-        .as_ref()?;
-    auth.token
-        .as_ref()
-        .map(|t| secrecy::ExposeSecret::expose_secret(t).to_string())
 }
 
 /// The strings of a JSON array (the components of an identifier's namespace).
@@ -1003,254 +343,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_query_fills_a_route_the_server_serves() {
-        let queries = [
-            Query::Lookup {
-                object_type: "table".into(),
-                full_name: "hr.`a.b`.t x".into(),
-            },
-            Query::Metrics {
+    fn lineage_takes_three_parts_for_a_model_and_one_dotted_name_for_a_source() {
+        assert_eq!(
+            lineage(LineageRoot::Model, vec!["c".into(), "s".into(), "m".into()]),
+            Ok(Query::ModelLineage {
                 catalog: "c".into(),
                 schema: "s".into(),
-                details: true,
-            },
-            Query::Models {
-                catalog: "c".into(),
-                schema: "s".into(),
-                name: None,
-            },
-            Query::Models {
-                catalog: "c".into(),
-                schema: "s".into(),
-                name: Some("m".into()),
-            },
-            Query::lineage(LineageRoot::Model, vec!["c".into(), "s".into(), "m".into()]).unwrap(),
-            Query::lineage(LineageRoot::View, vec!["c.s.v".into()]).unwrap(),
-            Query::Stale {
-                catalog: "c".into(),
-            },
-            Query::Reconcile {
-                catalog: "c".into(),
-                dry_run: true,
-            },
-            Query::History {
-                catalog: "c".into(),
-                schema: "s".into(),
-                name: "m x".into(),
-            },
-            Query::NamespaceModels {
-                catalog: Some("c d".into()),
-                schema: None,
-            },
-            Query::NamespaceModels {
-                catalog: None,
-                schema: None,
-            },
-            Query::Metric {
-                id: "0190-a/b".into(),
-            },
-        ];
-        let want = [
-            (
-                "GET",
-                "/api/metalakes/ns/objects/table/hr.%60a.b%60.t%20x/semantic-model-datasets",
-            ),
-            (
-                "GET",
-                "/api/metalakes/ns/catalogs/c/schemas/s/semantic-model-metrics?details=true&ids=true",
-            ),
-            (
-                "GET",
-                "/api/metalakes/ns/catalogs/c/schemas/s/semantic-models",
-            ),
-            (
-                "GET",
-                "/api/metalakes/ns/catalogs/c/schemas/s/semantic-models/m",
-            ),
-            (
-                "GET",
-                "/api/metalakes/ns/catalogs/c/schemas/s/semantic-models/m/lineage",
-            ),
-            ("GET", "/api/metalakes/ns/objects/view/c.s.v/lineage"),
-            ("GET", "/api/metalakes/ns/catalogs/c/stale-entities"),
-            ("POST", "/api/metalakes/ns/catalogs/c/reconcile"),
-            (
-                "GET",
-                "/api/metalakes/ns/catalogs/c/schemas/s/semantic-models/m%20x/versions",
-            ),
-            ("GET", "/api/metalakes/ns/semantic-models?catalog=c%20d"),
-            ("GET", "/api/metalakes/ns/semantic-models"),
-            ("GET", "/api/metalakes/ns/semantic-model-metrics/0190-a%2Fb"),
-        ];
-        for (q, (method, path)) in queries.iter().zip(want) {
-            let (m, p, _) = q.request("ns");
-            assert_eq!((m, p.as_str()), (method, path), "{q:?}");
-        }
-        assert!(Query::lineage(LineageRoot::Model, vec!["c.s.m".into()]).is_err());
-        assert!(Query::lineage(LineageRoot::Table, vec!["c".into(), "s".into()]).is_err());
-    }
-
-    #[test]
-    fn every_query_has_its_aggregated_twin_with_dotted_quoted_names() {
-        let q = |catalog: &str, schema: &str, name: Option<&str>| Query::Models {
-            catalog: catalog.into(),
-            schema: schema.into(),
-            name: name.map(str::to_string),
-        };
-        let agg = "/apis/query.semops.io/v1alpha1/namespaces/ns";
-        let cases = [
-            (
-                Query::Lookup {
-                    object_type: "view".into(),
-                    full_name: "hr.`a.b`.v".into(),
-                },
-                "GET",
-                format!("{agg}/views/hr.%60a.b%60.v/datasets"),
-            ),
-            (
-                Query::Metrics {
-                    catalog: "c".into(),
-                    schema: "s".into(),
-                    details: false,
-                },
-                "GET",
-                format!("{agg}/schemas/c.s/metrics?details=false"),
-            ),
-            (
-                q("c", "s", None),
-                "GET",
-                format!("{agg}/schemas/c.s/models"),
-            ),
-            (
-                q("c", "a.b", Some("m")),
-                "GET",
-                format!("{agg}/models/c.%60a.b%60.m"),
-            ),
-            (
-                Query::lineage(
-                    LineageRoot::Model,
-                    vec!["c".into(), "s".into(), "m`x".into()],
-                )
-                .unwrap(),
-                "GET",
-                format!("{agg}/models/c.s.%60m%60%60x%60/lineage"),
-            ),
-            (
-                Query::lineage(LineageRoot::Table, vec!["c.s.t".into()]).unwrap(),
-                "GET",
-                format!("{agg}/tables/c.s.t/lineage"),
-            ),
-            (
-                Query::Stale {
-                    catalog: "c".into(),
-                },
-                "GET",
-                format!("{agg}/catalogs/c/stale-entities"),
-            ),
-            (
-                Query::NamespaceModels {
-                    catalog: Some("c".into()),
-                    schema: Some("a b".into()),
-                },
-                "GET",
-                format!("{agg}/models?catalog=c&schema=a%20b"),
-            ),
-            (
-                Query::Metric {
-                    id: "0190-x".into(),
-                },
-                "GET",
-                format!("{agg}/metrics/0190-x"),
-            ),
-            (
-                Query::ModelRevision {
-                    catalog: "c".into(),
-                    schema: "s".into(),
-                    name: "m".into(),
-                    revision: 2,
-                },
-                "GET",
-                format!("{agg}/models/c.s.m?revision=2"),
-            ),
-            (
-                Query::Reconcile {
-                    catalog: "c".into(),
-                    dry_run: false,
-                },
-                "POST",
-                format!("{agg}/catalogs/c/reconcile"),
-            ),
-            (
-                Query::Impact {
-                    object_type: "view".into(),
-                    full_name: "c.s.v".into(),
-                    columns: vec!["a b".into(), "c".into()],
-                },
-                "GET",
-                format!("{agg}/views/c.s.v/impact?columns=a%20b,c"),
-            ),
-            (
-                Query::Impact {
-                    object_type: "table".into(),
-                    full_name: "c.s.t".into(),
-                    columns: vec![],
-                },
-                "GET",
-                format!("{agg}/tables/c.s.t/impact"),
-            ),
-            (
-                Query::History {
-                    catalog: "c".into(),
-                    schema: "a.b".into(),
-                    name: "m".into(),
-                },
-                "GET",
-                format!("{agg}/models/c.%60a.b%60.m/versions"),
-            ),
-        ];
-        for (query, method, path) in cases {
-            let (m, p, _) = query.aggregated_request("ns");
-            assert_eq!((m, p), (method, path), "{query:?}");
-        }
-    }
-
-    #[test]
-    fn a_token_goes_over_plain_http_only_to_loopback() {
-        for (host, loopback) in [
-            ("127.0.0.1", true),
-            ("127.8.9.1", true),
-            ("localhost", true),
-            ("[::1]", true),
-            ("10.0.0.5", false),
-            ("semops.semops-system.svc", false),
-            ("localhost.evil.example", false),
-        ] {
-            assert_eq!(is_loopback(host), loopback, "{host}");
-        }
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let refused = runtime
-            .block_on(request(
-                "http://10.0.0.5:8090",
-                "GET",
-                "/x",
-                Some("secret"),
-                None,
-            ))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            refused.contains("refusing to send a bearer token over plain HTTP"),
-            "{refused}"
+                name: "m".into()
+            })
         );
-        assert!(!refused.contains("secret"), "the token is never echoed");
-        let bad = runtime
-            .block_on(request("ftp://127.0.0.1", "GET", "/x", None, None))
-            .unwrap_err()
-            .to_string();
-        assert!(bad.contains("https:// or http://"), "{bad}");
+        assert_eq!(
+            lineage(LineageRoot::View, vec!["c.s.v".into()]),
+            Ok(Query::SourceLineage {
+                object_type: "view".into(),
+                full_name: "c.s.v".into()
+            })
+        );
+        assert!(lineage(LineageRoot::Model, vec!["c.s.m".into()]).is_err());
+        assert!(lineage(LineageRoot::Table, vec!["c".into(), "s".into()]).is_err());
     }
 
     #[test]

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
 use super::server::{Reader, SemopsMcp};
-use crate::cli::query::Query;
+use crate::client::{Family, Query};
 
 /// The endpoint's path on the API port.
 pub const PATH: &str = "/mcp";
@@ -42,7 +42,7 @@ impl Reader for InProcess {
         query: Query,
     ) -> BoxFuture<'a, anyhow::Result<(u16, Value)>> {
         async move {
-            let (method, path, body) = query.request(ns);
+            let crate::client::Request { method, path, body } = query.request(ns, Family::Direct);
             let mut request = hyper::Request::builder()
                 .method(method)
                 .uri(path)

@@ -21,7 +21,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, tool, tool_handler, tool_router
 use serde_json::Value;
 
 use super::shape::{self, *};
-use crate::cli::query::Query;
+use crate::client::Query;
 
 /// Asks the read API as the caller: the kubeconfig's user (stdio) or the HTTP caller's token.
 pub trait Reader: Send + Sync + 'static {

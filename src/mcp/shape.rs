@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::api::paths::encode_segment;
-pub use crate::cli::query::SourceType;
+pub use crate::client::SourceType;
 
 /// Most entries a list tool returns; past it the answer says `truncated: true` and the total.
 pub const MAX_LIST: usize = 500;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use kube::ResourceExt;
 
-use super::round::Classified;
+use super::classify::Classified;
 use crate::controller::Context;
 use crate::controller::events::{Reporter, Severity};
 use crate::crd::Catalog;

@@ -1,5 +1,6 @@
 //! Stale-registration rounds (DESIGN 5.4), the I/O half, in rooms by job: `round` runs one
-//! round (plan → observe → classify → status → commit → announce), `visit` probes model-bound
+//! round (plan → observe → classify → status → commit → announce), `classify` is its pure
+//! step from answers to next states, `visit` probes model-bound
 //! sources and feeds drift to the models, `announce` publishes Events, metrics and the summary
 //! line. This file keeps the bookkeeping they share: the global bound on rounds, one round per
 //! catalog at a time, the drift feed and the source-visit schedule.
@@ -9,6 +10,7 @@
 //! one status write commits; Events are published only after it did.
 
 mod announce;
+mod classify;
 mod round;
 mod visit;
 
