@@ -1,4 +1,4 @@
-//! Scale benchmark against the real control plane and PostgreSQL (DESIGN §9). Not a test: run
+//! Scale benchmark against the real control plane and PostgreSQL (docs/design.md#targets). Not a test: run
 //! by `hack/bench` (which also records the table in BENCHMARKS.md). For each model count:
 //!
 //! 1. the bare API server: the same writes semops makes per model (a ControllerRevision create,

@@ -49,7 +49,7 @@ pub struct StateLabels {
     pub state: String,
 }
 
-/// Metrics of the stale-registration checks (DESIGN 8).
+/// Metrics of the stale-registration checks (docs/design.md#operating-it).
 pub struct CheckMetrics {
     /// Rounds per catalog and result (Completed, CatalogUnreachable, Skipped).
     pub rounds: Family<RoundLabels, Counter>,
@@ -147,7 +147,7 @@ pub struct KindLabel {
     pub kind: String,
 }
 
-/// The read API's metrics (DESIGN 8: requests and latency per route and code, index sizes).
+/// The read API's metrics (docs/design.md#operating-it: requests and latency per route and code, index sizes).
 pub struct ApiMetrics {
     pub requests: Family<RouteCodeLabels, Counter>,
     pub latency: Family<RouteLabels, Histogram>,

@@ -1,5 +1,6 @@
 //! SemanticModel acceptance against a real control plane and PostgreSQL: every lifecycle row of
-//! DESIGN 3.4 and identity row of 3.5, the revision transaction under a crash, concurrent edits.
+//! the association table and every identity rule of docs/design.md (Source associations and
+//! drift, Metric identities), the revision transaction under a crash, concurrent edits.
 
 mod support;
 

@@ -1,4 +1,4 @@
-//! Stale-registration rounds (DESIGN 5, 6.4) against a real control plane and PostgreSQL:
+//! Stale-registration rounds (docs/design.md#stale-registration-checks, docs/design.md#stale-reports-and-on-demand-rounds) against a real control plane and PostgreSQL:
 //! out-of-band drops, renames and name reuse; ReportOnly vs AutoRemove; never a removal on
 //! doubt (wrong password, revoked privileges, a failure in the middle of a round, a blackholed
 //! port); the removal cap; policy precedence; the persisted schedule across a restart; the

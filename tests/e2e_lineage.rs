@@ -1,4 +1,4 @@
-//! Lineage (DESIGN 6.5) against a real control plane and PostgreSQL: the example model's graph
+//! Lineage (docs/design.md#lineage) against a real control plane and PostgreSQL: the example model's graph
 //! and its source's graph through the API and the CLI (JSON, DOT, Mermaid), per-model access
 //! filtering with real ServiceAccount tokens, and every refusal: 413 over a bound, 503 for the
 //! request past the admission limit and past the deadline, 409 while a model's status lags its

@@ -180,7 +180,7 @@ fn the_younger_model_loses_a_name_conflict_until_the_older_is_deleted() {
         .find(|d| d.contains("kind: SemanticModel"))
         .unwrap()
         .replace("name: employee-analysis", "name: employee-analysis-copy");
-    // creationTimestamp has one-second resolution; within one second the uid decides (DESIGN 3.6).
+    // creationTimestamp has one-second resolution; within one second the uid decides (docs/design.md#name-conflicts-and-home).
     // The twin must be created in a later second than the original to be the younger one.
     let created: k8s_openapi::jiff::Timestamp = support::jsonpath(
         env,

@@ -1,4 +1,4 @@
-//! The provider contract (DESIGN 2), one suite run against every SQL provider with a real
+//! The provider contract (docs/design.md#catalogs), one suite run against every SQL provider with a real
 //! server: PostgreSQL 15 and MariaDB. Each test states the promise once and checks it on both;
 //! what only one system can show lives in providers_postgres.rs / providers_mysql.rs.
 

@@ -1,4 +1,4 @@
-//! Stale report and on-demand reconcile (DESIGN 6.4). Reports are live report-only scans, shared
+//! Stale report and on-demand reconcile (docs/design.md#stale-reports-and-on-demand-rounds). Reports are live report-only scans, shared
 //! by concurrent askers and reused for a few seconds (`api::reports`); a recorded round runs only
 //! on the leader.
 

@@ -1,4 +1,4 @@
-//! Lineage endpoints (DESIGN 6.5): admission first (at most N projections; the next one gets an
+//! Lineage endpoints (docs/design.md#lineage): admission first (at most N projections; the next one gets an
 //! immediate 503), then the whole request under a deadline. The projection itself runs on a
 //! blocking thread that owns the admission permit, so a request abandoned at its deadline still
 //! counts against capacity until its work is done — retries cannot pile up background work.

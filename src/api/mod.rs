@@ -1,4 +1,4 @@
-//! The read API (DESIGN 6): Gravitino's REST paths (metalake = namespace), served by every
+//! The read API (docs/design.md#the-read-api): Gravitino's REST paths (metalake = namespace), served by every
 //! replica from its own watch caches and indexes. It never imports a controller: check rounds
 //! reach it through the [`Rounds`] seam that `run` wires.
 

@@ -206,7 +206,7 @@ pub async fn source_datasets_by_parts(
     }
 }
 
-/// DESIGN 6.1: resolve the name live, then match accepted associations by (catalog, type, id).
+/// docs/design.md#source-lookup: resolve the name live, then match accepted associations by (catalog, type, id).
 async fn lookup(
     state: &ApiState,
     headers: &Asker,
@@ -503,7 +503,7 @@ pub struct Details {
     ids: bool,
 }
 
-/// DESIGN 6.2: metrics of every visible model of a schema, from their accepted revisions.
+/// docs/design.md#metric-discovery: metrics of every visible model of a schema, from their accepted revisions.
 pub async fn schema_metrics(
     State(state): State<Arc<ApiState>>,
     Path((ns, catalog_name, schema)): Path<(String, String, String)>,
@@ -573,7 +573,7 @@ fn metric_id(
     )
 }
 
-/// DESIGN 6.3: model identifiers of a schema.
+/// docs/design.md#models: model identifiers of a schema.
 pub async fn list_models(
     State(state): State<Arc<ApiState>>,
     Path((ns, catalog_name, schema)): Path<(String, String, String)>,
@@ -705,7 +705,7 @@ pub struct RevisionQuery {
     pub revision: Option<i64>,
 }
 
-/// DESIGN 6.3: one model's accepted definition, revision and metric ids; with `?revision=N`
+/// docs/design.md#models: one model's accepted definition, revision and metric ids; with `?revision=N`
 /// a kept earlier revision as it was accepted (docs/api.md).
 pub async fn get_model(
     State(state): State<Arc<ApiState>>,

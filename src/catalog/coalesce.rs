@@ -24,7 +24,7 @@ struct Lane<T, A, E> {
 
 type Lanes<K, T, A, E> = Arc<Mutex<HashMap<K, Lane<T, A, E>>>>;
 
-/// Most targets in one batch: DESIGN 5.3's default probe batch size.
+/// Most targets in one batch: docs/design.md#scheduling's default probe batch size.
 pub const MAX_BATCH: usize = 200;
 
 /// A coalescer with a lane per catalog provider ([`provider_lane`]): as many batches at once per

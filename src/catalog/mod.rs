@@ -285,7 +285,7 @@ impl fmt::Debug for ConnectionSettings {
     }
 }
 
-/// The provider contract (DESIGN 2). Batches hold single-object probes answered in input order.
+/// The provider contract (docs/design.md#catalogs). Batches hold single-object probes answered in input order.
 #[allow(async_fn_in_trait)]
 pub trait CatalogProvider {
     /// Opens (or reuses) a connection and runs a trivial query.

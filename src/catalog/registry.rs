@@ -115,7 +115,7 @@ pub fn build(
     }
 }
 
-/// Defaults for every pool (DESIGN 2: bounded connections, connect and statement timeouts).
+/// Defaults for every pool (docs/design.md#catalogs: bounded connections, connect and statement timeouts).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const MAX_CONNECTIONS: usize = 4;

@@ -1,5 +1,5 @@
 //! The one Event publisher (events.k8s.io/v1), for both reporters: `semops` (the controllers)
-//! and `semops-reconciler` (check rounds, DESIGN 5.4). Each Event is created on its own: kube's
+//! and `semops-reconciler` (check rounds, docs/design.md#a-check-round). Each Event is created on its own: kube's
 //! Recorder folds Events with one reason into a series that keeps only the first note, which
 //! would hide every registration after the first. Events are best effort: failures are logged.
 //!

@@ -1,4 +1,4 @@
-//! `Catalog`: a real data system (or a managed one) and the objects it registers (DESIGN 2).
+//! `Catalog`: a real data system (or a managed one) and the objects it registers (docs/design.md#catalogs).
 // `printcolumn(...)` repeats `type_ =` by design; clippy reads that as a duplicated attribute.
 #![allow(clippy::duplicated_attributes)]
 

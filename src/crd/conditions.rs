@@ -160,7 +160,7 @@ impl ConditionType {
             ),
             ConditionType::Valid => (
                 "SemanticModel",
-                "the definition passed the contract and model-local checks (DESIGN 3.1 levels 1-2)",
+                "the definition passed the contract and model-local checks (levels 1-2 of [validation](design.md#validation-in-three-levels))",
             ),
             ConditionType::SourcesResolved => (
                 "SemanticModel",

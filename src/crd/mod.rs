@@ -18,7 +18,7 @@ use kube::CustomResourceExt;
 
 /// API group of every semops kind.
 pub const GROUP: &str = "semops.io";
-/// Finalizer that keeps a Catalog until the SemanticModels it hosts are gone (DESIGN 2).
+/// Finalizer that keeps a Catalog until the SemanticModels it hosts are gone (docs/design.md#catalogs).
 pub const CATALOG_PROTECTION_FINALIZER: &str = "semops.io/catalog-protection";
 /// Annotation asking for a check round soon; its value is echoed in `status.lastCheck.trigger`.
 pub const CHECK_REQUESTED_ANNOTATION: &str = "semops.io/check-requested";

@@ -1,4 +1,4 @@
-//! `ReconcilePolicy`: how and how often stale registrations are checked (DESIGN 5.2).
+//! `ReconcilePolicy`: how and how often stale registrations are checked (docs/design.md#reconcile-policies).
 // `printcolumn(...)` repeats `type_ =` by design; clippy reads that as a duplicated attribute.
 #![allow(clippy::duplicated_attributes)]
 

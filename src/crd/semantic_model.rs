@@ -1,4 +1,4 @@
-//! `SemanticModel`: an Apache Ossie core model bound to real tables (DESIGN 3).
+//! `SemanticModel`: an Apache Ossie core model bound to real tables (docs/design.md#semantic-models).
 // `printcolumn(...)` repeats `type_ =` by design; clippy reads that as a duplicated attribute.
 #![allow(clippy::duplicated_attributes)]
 
@@ -423,7 +423,7 @@ pub struct SourceDrift {
     pub used_by: Vec<String>,
 }
 
-/// Kinds of source drift (DESIGN 3.4).
+/// Kinds of source drift (docs/design.md#source-associations-and-drift).
 #[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DriftKind {
     /// Neither the name nor the recorded id exists any more.

@@ -82,7 +82,7 @@ pub struct ModelIndex {
 }
 
 /// Whether a model is served by any API: it has an accepted revision and does not lose a name
-/// conflict (DESIGN 3.6).
+/// conflict (docs/design.md#name-conflicts-and-home).
 pub fn is_visible(m: &SemanticModel) -> bool {
     let Some(status) = &m.status else {
         return false;

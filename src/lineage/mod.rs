@@ -1,4 +1,4 @@
-//! The lineage graph (DESIGN 6.5, seed 003): a deterministic, read-only, bounded projection of
+//! The lineage graph (docs/design.md#lineage, seed 003): a deterministic, read-only, bounded projection of
 //! accepted models and their source associations. Pure: the caller supplies the accepted
 //! definitions, associations and metric ids; this room counts, checks bounds *before* building
 //! or sorting anything, builds, sorts, and serializes once into a capped buffer.

@@ -1,4 +1,4 @@
-//! Canonical hashes and the replace / preserve / no-op decision (DESIGN 3.3), from plain values.
+//! Canonical hashes and the replace / preserve / no-op decision (docs/design.md#replace-or-preserve), from plain values.
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};

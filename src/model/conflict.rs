@@ -1,4 +1,4 @@
-//! Name conflicts (DESIGN 3.6): among models claiming one (catalog, schema, name) in a namespace,
+//! Name conflicts (docs/design.md#name-conflicts-and-home): among models claiming one (catalog, schema, name) in a namespace,
 //! the oldest by (creationTimestamp, uid) wins.
 //!
 //! Every claim competes whether or not its definition is valid, so ownership of a name never

@@ -1,4 +1,4 @@
-//! Source drift (DESIGN 3.4): compare each association with what its catalog says now. Pure:
+//! Source drift (docs/design.md#source-associations-and-drift): compare each association with what its catalog says now. Pure:
 //! the probes and id lookups are done by the caller.
 
 use std::collections::HashMap;

@@ -1,4 +1,4 @@
-//! Metric identity reconciliation (DESIGN 3.5): names are compared exactly against the live
+//! Metric identity reconciliation (docs/design.md#metric-identities): names are compared exactly against the live
 //! identities; a kept name keeps its id, a new name (or a removed name coming back) gets a fresh
 //! id, a removed name's id is retired. Ids come from `mint`, called only for names that need one.
 

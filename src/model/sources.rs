@@ -1,4 +1,4 @@
-//! Level 3 of DESIGN 3.1 and the association set of DESIGN 3.4, from what the live systems
+//! Level 3 of docs/design.md#validation-in-three-levels and the association set of docs/design.md#source-associations-and-drift, from what the live systems
 //! answered about each distinct source (the I/O happens before, in the controller).
 
 use smol_str::SmolStr;

@@ -1,4 +1,4 @@
-//! Levels 1-2 of DESIGN 3.1 as one pure function: the CRD contract re-checked (defense in depth)
+//! Levels 1-2 of docs/design.md#validation-in-three-levels as one pure function: the CRD contract re-checked (defense in depth)
 //! and the model-local rules. Shared by the controller and the offline `semops validate`.
 
 use std::collections::{BTreeMap, HashSet};

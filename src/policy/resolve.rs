@@ -1,4 +1,4 @@
-//! Effective policy of a Catalog (DESIGN 5.2): its reference, else the one selector policy that
+//! Effective policy of a Catalog (docs/design.md#reconcile-policies): its reference, else the one selector policy that
 //! matches, else the namespace's empty-selector policy, else the operator defaults. Two policies
 //! matching at the same level: the alphabetically first wins and both report `Overlap`.
 

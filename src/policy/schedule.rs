@@ -1,4 +1,4 @@
-//! Jittered periods (DESIGN 5.3: "a random rest for each visit"): `interval * (1 ± jitter)`.
+//! Jittered periods (docs/design.md#scheduling: "a random rest for each visit"): `interval * (1 ± jitter)`.
 
 use std::time::Duration;
 

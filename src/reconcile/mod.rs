@@ -1,4 +1,4 @@
-//! Stale-registration checks (DESIGN 5): the pure decisions of a round — plan, classification,
+//! Stale-registration checks (docs/design.md#stale-registration-checks): the pure decisions of a round — plan, classification,
 //! the stale report — and the desired Catalog status. The I/O (probing, status writes, Events)
 //! lives in `controller::check`.
 

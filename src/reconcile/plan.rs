@@ -1,5 +1,5 @@
-//! The pure edges of a round (DESIGN 5.4): what to probe, how the answers line up with the
-//! declared registrations, what `RegistrationsCurrent` says, and the stale report (DESIGN 6.4).
+//! The pure edges of a round (docs/design.md#a-check-round): what to probe, how the answers line up with the
+//! declared registrations, what `RegistrationsCurrent` says, and the stale report (docs/design.md#stale-reports-and-on-demand-rounds).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -272,7 +272,7 @@ pub fn registrations_condition(states: &[RegistrationStatus]) -> Desired {
     }
 }
 
-/// The stale report (DESIGN 6.4).
+/// The stale report (docs/design.md#stale-reports-and-on-demand-rounds).
 #[derive(Serialize, Clone, Debug, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StaleReport {

@@ -1,4 +1,4 @@
-//! The pure core of a check round (DESIGN 5.1, 5.4): from the recorded states and what the
+//! The pure core of a check round (docs/design.md#what-stale-means, docs/design.md#a-check-round): from the recorded states and what the
 //! catalog answered, the next state of every declared registration, the removals AutoRemove may
 //! make (capped), and the transitions worth an Event. The caller guarantees the round saw no
 //! infrastructure failure; with one, nothing here is called and nothing changes.

@@ -1,4 +1,4 @@
-//! Which server a round is talking to (DESIGN 5.4, "removal only when sure"). Registrations are
+//! Which server a round is talking to (docs/design.md#a-check-round, "removal only when sure"). Registrations are
 //! recorded on one server and database; a round answered by another one (the Catalog pointed
 //! elsewhere, a restore, a MySQL failover) must not turn its absences into removals.
 

@@ -1,4 +1,4 @@
-//! Stale-registration rounds (DESIGN 5.4), the I/O half, in rooms by job: `round` runs one
+//! Stale-registration rounds (docs/design.md#a-check-round), the I/O half, in rooms by job: `round` runs one
 //! round (plan → observe → classify → status → commit → announce), `classify` is its pure
 //! step from answers to next states, `visit` probes model-bound
 //! sources and feeds drift to the models, `announce` publishes Events, metrics and the summary
@@ -53,7 +53,7 @@ pub struct SourceFeed {
 
 /// Round bookkeeping shared by the controller and the read API.
 pub struct Checks {
-    /// Global bound on concurrent rounds (DESIGN 5.3).
+    /// Global bound on concurrent rounds (docs/design.md#scheduling).
     slots: Semaphore,
     /// One round per catalog at a time (periodic, annotation and API rounds serialize).
     catalog_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,

@@ -1,5 +1,5 @@
 //! Drift of a model's bound sources from what the latest check rounds of their catalogs saw
-//! (DESIGN 5.4: rounds feed model drift). Never probes and never rebinds.
+//! (docs/design.md#a-check-round: rounds feed model drift). Never probes and never rebinds.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -23,7 +23,7 @@ pub enum DriftCheck {
 }
 
 /// Drift of the model's bound sources, from what the latest check rounds of their catalogs saw
-/// (DESIGN 5.4: rounds feed model drift). Never probes and never rebinds. A catalog without a
+/// (docs/design.md#a-check-round: rounds feed model drift). Never probes and never rebinds. A catalog without a
 /// round since the sources were resolved (or since this process started) leaves status as is.
 pub fn from_rounds(
     ctx: &Context,

@@ -1,4 +1,4 @@
-//! SemanticModel reconciler (DESIGN 3), a pipeline of named steps with one status build and one
+//! SemanticModel reconciler (docs/design.md#semantic-models), a pipeline of named steps with one status build and one
 //! commit:
 //!
 //! local verdict (levels 1-2, name conflict) → decide (replace / preserve / no-op) → resolve

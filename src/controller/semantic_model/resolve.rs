@@ -1,4 +1,4 @@
-//! Level 3 of DESIGN 3.1, the I/O: each distinct source resolved once, by a probe and a column
+//! Level 3 of docs/design.md#validation-in-three-levels, the I/O: each distinct source resolved once, by a probe and a column
 //! read that began after this reconcile did. Acceptances waiting for one catalog share those
 //! questions (`catalog::coalesce`): at bring-up one probe and one column query answer many
 //! models instead of two queries each.

@@ -1,4 +1,4 @@
-//! ControllerRevisions, step (a) of the acceptance transaction (DESIGN 3.2), and the history
+//! ControllerRevisions, step (a) of the acceptance transaction (docs/design.md#acceptance-is-one-status-write), and the history
 //! window (`--revision-history-limit`).
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
