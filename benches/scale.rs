@@ -1,5 +1,5 @@
 //! Scale benchmark against the real control plane and PostgreSQL (docs/design.md#targets). Not a test: run
-//! by `hack/bench` (which also records the table in BENCHMARKS.md). For each model count:
+//! by `hack/bench` (which also records the table in docs/benchmarks-history.md). For each model count:
 //!
 //! 1. the bare API server: the same writes semops makes per model (a ControllerRevision create,
 //!    a status PUT and the Accepted Event, the first two built by semops' own
