@@ -51,6 +51,13 @@ impl LeaderHandle {
         Self { deadline: rx }
     }
 
+    /// A handle that never leads (a replica that lost, in tests).
+    pub fn never() -> Self {
+        let (tx, rx) = watch::channel(None);
+        drop(tx);
+        Self { deadline: rx }
+    }
+
     /// True only before the current write deadline.
     pub fn is_leading(&self) -> bool {
         self.deadline.borrow().is_some_and(|d| Instant::now() < d)

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::auth::Auth;
 use crate::api::{ApiState, RoundError, Rounds};
 use crate::catalog::registry::{Registry, registry_key};
-use crate::controller::{self, Context, Triggers, catalog, policy, semantic_model};
+use crate::controller::{self, Context, ContextConfig, Triggers, catalog, policy, semantic_model};
 use crate::crd::{Catalog, ReconcilePolicy, SemanticModel};
 use crate::index::ModelIndex;
 use crate::leader::{Elector, LeaderHandle, LeaseTimings};
@@ -245,20 +245,18 @@ pub async fn run(
     } else {
         LeaderHandle::always()
     };
-    let mut ctx = Context::new(
-        client.clone(),
-        stores,
-        leader.clone(),
-        metrics.clone(),
-        &cfg.identity,
-        cfg.defaults.clone(),
+    let ctx = Context::new(ContextConfig {
+        metrics: metrics.clone(),
+        identity: cfg.identity.clone(),
+        defaults: cfg.defaults.clone(),
         providers,
-    );
-    ctx.drift_interval = cfg.drift_interval;
-    ctx.checks = controller::check::Checks::new(cfg.max_concurrent_rounds);
-    ctx.triggers = Some(triggers.clone());
-    ctx.revision_history_limit = cfg.revision_history_limit;
-    ctx.stale_caches = stale_caches;
+        drift_interval: cfg.drift_interval,
+        revision_history_limit: cfg.revision_history_limit,
+        max_concurrent_rounds: cfg.max_concurrent_rounds,
+        triggers: Some(triggers.clone()),
+        stale_caches,
+        ..ContextConfig::new(client.clone(), stores, leader.clone())
+    });
     let own_writes = ctx.own_writes.clone();
     let ctx = Arc::new(ctx);
     let config = ControllerConfig::default().concurrency(cfg.concurrency);

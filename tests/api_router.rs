@@ -155,15 +155,10 @@ impl World {
             Elector::new(api, "semops-leader", "me", LeaseTimings::for_lease(15)).1
         };
         let providers = Arc::new(Registry::default());
-        let ctx = semops::controller::Context::new(
-            client.clone(),
-            stores.clone(),
-            leader,
-            Arc::default(),
-            "test",
-            Default::default(),
-            providers.clone(),
-        );
+        let ctx = semops::controller::Context::new(semops::controller::ContextConfig {
+            providers: providers.clone(),
+            ..semops::controller::ContextConfig::new(client.clone(), stores.clone(), leader)
+        });
         let state = ApiState {
             client: client.clone(),
             stores,

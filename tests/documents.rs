@@ -40,8 +40,7 @@ fn files() -> Vec<PathBuf> {
     }
     // Stored objects are what an old version wrote; this file spells the patterns it looks for.
     out.retain(|p| {
-        !p.starts_with(Path::new(ROOT).join("tests/stored"))
-            && !p.ends_with("tests/documents.rs")
+        !p.starts_with(Path::new(ROOT).join("tests/stored")) && !p.ends_with("tests/documents.rs")
     });
     out
 }

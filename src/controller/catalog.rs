@@ -211,3 +211,121 @@ async fn protect(ctx: &Context, cat: &Catalog, hosted: &[String]) -> Result<Opti
     }
     Ok(None)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::mock_api;
+    use crate::crd::CATALOG_PROTECTION_FINALIZER as PROTECTION;
+
+    fn catalog(finalizers: &[&str], deleting: bool) -> Catalog {
+        let mut meta = serde_json::json!({"name": "hr", "namespace": "team-a", "uid": "u-1",
+            "resourceVersion": "5", "finalizers": finalizers});
+        if deleting {
+            meta["deletionTimestamp"] = "2026-12-06T00:00:00Z".into();
+        }
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "semops.io/v1alpha1", "kind": "Catalog", "metadata": meta,
+            "spec": {"provider": "managed"}
+        }))
+        .unwrap()
+    }
+
+    fn hosted() -> Vec<String> {
+        vec!["analytics.semantic.employee_analysis".into()]
+    }
+
+    #[tokio::test]
+    async fn hosting_adds_the_finalizer_by_compare_and_swap_keeping_others() {
+        let cat = catalog(&["example.com/theirs"], false);
+        let (client, seen) = mock_api::client(vec![(200, serde_json::to_value(&cat).unwrap())]);
+        let ctx = mock_api::context(client, true);
+        assert_eq!(protect(&ctx, &cat, &hosted()).await.unwrap(), None);
+        let seen = seen.seen();
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        assert_eq!(seen[0].method, "PATCH");
+        assert_eq!(seen[0].content_type, "application/merge-patch+json");
+        assert_eq!(
+            seen[0].path.split('?').next().unwrap(),
+            "/apis/semops.io/v1alpha1/namespaces/team-a/catalogs/hr"
+        );
+        assert_eq!(
+            seen[0].body,
+            serde_json::json!({"metadata": {"finalizers": ["example.com/theirs", PROTECTION],
+                "resourceVersion": "5"}})
+        );
+    }
+
+    #[tokio::test]
+    async fn nothing_to_change_sends_nothing() {
+        let (client, seen) = mock_api::client(vec![]);
+        let ctx = mock_api::context(client, true);
+        assert_eq!(
+            protect(&ctx, &catalog(&[PROTECTION], false), &hosted())
+                .await
+                .unwrap(),
+            None
+        );
+        assert_eq!(
+            protect(&ctx, &catalog(&[], false), &[]).await.unwrap(),
+            None
+        );
+        assert!(seen.seen().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_conflict_retries_and_a_catalog_already_gone_waits() {
+        let (client, _) = mock_api::client(vec![mock_api::status(409, "Conflict")]);
+        let ctx = mock_api::context(client, true);
+        let refused = protect(&ctx, &catalog(&[], false), &hosted()).await;
+        assert!(matches!(refused, Err(Error::Conflict)), "{refused:?}");
+
+        let (client, _) = mock_api::client(vec![mock_api::status(404, "NotFound")]);
+        let ctx = mock_api::context(client, true);
+        assert_eq!(
+            protect(&ctx, &catalog(&[], false), &hosted())
+                .await
+                .unwrap(),
+            Some(Action::await_change())
+        );
+    }
+
+    #[tokio::test]
+    async fn a_deleted_catalog_is_released_only_when_it_hosts_nothing() {
+        // Still hosting: the finalizer stays, and status says what the deletion waits for.
+        let (client, seen) = mock_api::client(vec![(
+            200,
+            serde_json::json!({"metadata": {"resourceVersion": "6"}}),
+        )]);
+        let ctx = mock_api::context(client, true);
+        let cat = catalog(&[PROTECTION], true);
+        assert_eq!(
+            protect(&ctx, &cat, &hosted()).await.unwrap(),
+            Some(Action::await_change())
+        );
+        let seen = seen.seen();
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        assert_eq!(seen[0].method, "PUT", "a status write, no finalizer change");
+        assert!(
+            seen[0].body["status"]
+                .to_string()
+                .contains("employee_analysis"),
+            "status names the hosted model: {}",
+            seen[0].body["status"]
+        );
+
+        // Hosting nothing: the finalizer goes, and nothing else is written.
+        let (client, seen) = mock_api::client(vec![(200, serde_json::to_value(&cat).unwrap())]);
+        let ctx = mock_api::context(client, true);
+        assert_eq!(
+            protect(&ctx, &cat, &[]).await.unwrap(),
+            Some(Action::await_change())
+        );
+        let seen = seen.seen();
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        assert_eq!(
+            seen[0].body,
+            serde_json::json!({"metadata": {"finalizers": [], "resourceVersion": "5"}})
+        );
+    }
+}

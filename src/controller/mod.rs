@@ -5,6 +5,8 @@
 pub mod catalog;
 pub mod check;
 pub mod events;
+#[cfg(test)]
+mod mock_api;
 mod own_writes;
 pub mod policy;
 mod resolutions;
@@ -74,31 +76,66 @@ pub struct Context {
     pub source_batches: Arc<semantic_model::SourceBatches>,
 }
 
-impl Context {
-    pub fn new(
-        client: Client,
-        stores: Stores,
-        leader: LeaderHandle,
-        metrics: Arc<Metrics>,
-        identity: &str,
-        defaults: OperatorDefaults,
-        providers: Arc<Registry>,
-    ) -> Self {
+/// What a [`Context`] is built from: the parts `run` wires, and the operator's settings (with
+/// their flag defaults, so tests name only what they change).
+pub struct ContextConfig {
+    pub client: Client,
+    pub stores: Stores,
+    pub leader: LeaderHandle,
+    pub metrics: Arc<Metrics>,
+    /// Reports Events as `semops-controller` / `semops-reconciler` of this instance.
+    pub identity: String,
+    pub defaults: OperatorDefaults,
+    pub providers: Arc<Registry>,
+    /// Period of source-only visits of Catalogs whose periodic checks are off.
+    pub drift_interval: Duration,
+    /// ControllerRevisions kept per model (`--revision-history-limit`).
+    pub revision_history_limit: i64,
+    /// Global bound on concurrent check rounds.
+    pub max_concurrent_rounds: usize,
+    /// Requeues models when a round fed new drift (none in single-object tools and tests).
+    pub triggers: Option<Triggers>,
+    /// Writes refused as stale, per kind (shared with the watches that act on it).
+    pub stale_caches: Arc<crate::stale_cache::StaleCaches>,
+}
+
+impl ContextConfig {
+    /// The flag defaults around the given client, caches and leadership.
+    pub fn new(client: Client, stores: Stores, leader: LeaderHandle) -> Self {
         Self {
+            client,
             stores,
             leader,
-            metrics,
-            events: Events::new(client.clone(), identity),
-            defaults,
-            providers,
+            metrics: Arc::default(),
+            identity: "semops".into(),
+            defaults: OperatorDefaults::default(),
+            providers: Arc::default(),
             drift_interval: Duration::from_secs(600),
             revision_history_limit: 10,
-            checks: check::Checks::new(DEFAULT_MAX_CONCURRENT_ROUNDS),
-            client,
+            max_concurrent_rounds: DEFAULT_MAX_CONCURRENT_ROUNDS,
             triggers: None,
+            stale_caches: Arc::default(),
+        }
+    }
+}
+
+impl Context {
+    pub fn new(cfg: ContextConfig) -> Self {
+        Self {
+            events: Events::new(cfg.client.clone(), cfg.identity),
+            client: cfg.client,
+            stores: cfg.stores,
+            leader: cfg.leader,
+            metrics: cfg.metrics,
+            defaults: cfg.defaults,
+            providers: cfg.providers,
+            drift_interval: cfg.drift_interval,
+            revision_history_limit: cfg.revision_history_limit,
+            checks: check::Checks::new(cfg.max_concurrent_rounds),
+            triggers: cfg.triggers,
             failures: Mutex::default(),
             sources_resolved: Mutex::default(),
-            stale_caches: Arc::default(),
+            stale_caches: cfg.stale_caches,
             own_writes: Arc::default(),
             source_batches: Arc::new(semantic_model::source_batches()),
         }

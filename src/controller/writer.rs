@@ -137,3 +137,175 @@ struct WrittenVersion {
 struct WrittenMeta {
     resource_version: Option<String>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::mock_api::{self, Seen};
+    use crate::crd::{Catalog, CatalogStatus};
+
+    fn catalog(status: Option<CatalogStatus>) -> Catalog {
+        let mut cat: Catalog = serde_json::from_value(serde_json::json!({
+            "apiVersion": "semops.io/v1alpha1", "kind": "Catalog",
+            "metadata": {"name": "hr", "namespace": "team-a", "uid": "u-1", "resourceVersion": "5",
+                "managedFields": [{"manager": "kubectl", "operation": "Apply"}]},
+            "spec": {"provider": "managed"}
+        }))
+        .unwrap();
+        cat.status = status;
+        cat
+    }
+
+    fn reachable(status: &str, reason: &str) -> CatalogStatus {
+        CatalogStatus {
+            conditions: vec![
+                serde_json::from_value(serde_json::json!({
+                    "type": "Reachable", "status": status, "reason": reason,
+                    "message": "m", "lastTransitionTime": "2026-12-06T00:00:00Z"
+                }))
+                .unwrap(),
+            ],
+            ..Default::default()
+        }
+    }
+
+    const REACHABLE: Announce = Announce {
+        condition: ConditionType::Reachable,
+        action: "CheckConnection",
+        when_true: true,
+    };
+
+    #[tokio::test]
+    async fn an_equal_status_sends_nothing_even_without_leadership() {
+        let (client, seen) = mock_api::client(vec![]);
+        let ctx = mock_api::context(client, false);
+        let cat = catalog(Some(reachable("True", "Connected")));
+        let written = commit(&ctx, "catalog", &cat, reachable("True", "Connected"), None).await;
+        assert_eq!(written.unwrap(), None);
+        assert!(seen.seen().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_replica_that_does_not_lead_writes_nothing() {
+        let (client, seen) = mock_api::client(vec![]);
+        let ctx = mock_api::context(client, false);
+        let cat = catalog(None);
+        let refused = commit(&ctx, "catalog", &cat, reachable("True", "Connected"), None).await;
+        assert!(matches!(refused, Err(Error::NotLeader)), "{refused:?}");
+        assert!(seen.seen().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_change_is_one_put_of_the_status_subresource_guarded_by_the_version_read() {
+        let (client, seen) = mock_api::client(vec![(
+            200,
+            serde_json::json!({"metadata": {"resourceVersion": "6"}}),
+        )]);
+        let ctx = mock_api::context(client, true);
+        let cat = catalog(Some(reachable("False", "ConnectionFailed")));
+        let written = commit(
+            &ctx,
+            "catalog",
+            &cat,
+            reachable("False", "AuthFailed"),
+            None,
+        )
+        .await;
+        assert_eq!(written.unwrap().as_deref(), Some("6"));
+        let seen = seen.seen();
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        let Seen {
+            method,
+            path,
+            content_type,
+            body,
+        } = &seen[0];
+        assert_eq!(
+            (method.as_str(), content_type.as_str()),
+            ("PUT", "application/json")
+        );
+        let (path, query) = path.split_once('?').unwrap();
+        assert_eq!(
+            path,
+            "/apis/semops.io/v1alpha1/namespaces/team-a/catalogs/hr/status"
+        );
+        assert!(query.contains("fieldManager=semops"), "{query}");
+        assert_eq!(body["metadata"]["resourceVersion"], "5", "the version read");
+        assert!(
+            body["metadata"].get("managedFields").is_none(),
+            "managedFields are left to the server"
+        );
+        assert_eq!(body["status"]["conditions"][0]["reason"], "AuthFailed");
+    }
+
+    #[tokio::test]
+    async fn a_conflict_is_a_conflict_and_nothing_is_announced() {
+        let (client, seen) = mock_api::client(vec![mock_api::status(409, "Conflict")]);
+        let ctx = mock_api::context(client, true);
+        let cat = catalog(None);
+        let refused = commit(
+            &ctx,
+            "catalog",
+            &cat,
+            reachable("False", "ConnectionFailed"),
+            Some(REACHABLE),
+        )
+        .await;
+        assert!(matches!(refused, Err(Error::Conflict)), "{refused:?}");
+        assert_eq!(
+            seen.seen().len(),
+            1,
+            "the PUT only; no Event for an uncommitted flip"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_committed_flip_is_announced_after_the_write_and_a_kept_state_is_not() {
+        let (client, seen) = mock_api::client(vec![
+            (
+                200,
+                serde_json::json!({"metadata": {"resourceVersion": "6"}}),
+            ),
+            (201, serde_json::json!({})),
+        ]);
+        let ctx = mock_api::context(client, true);
+        let cat = catalog(Some(reachable("True", "Connected")));
+        commit(
+            &ctx,
+            "catalog",
+            &cat,
+            reachable("False", "ConnectionFailed"),
+            Some(REACHABLE),
+        )
+        .await
+        .unwrap();
+        let seen = seen.seen();
+        assert_eq!(
+            seen.iter()
+                .map(|s| (s.method.as_str(), s.path.split('?').next().unwrap()))
+                .collect::<Vec<_>>(),
+            [
+                (
+                    "PUT",
+                    "/apis/semops.io/v1alpha1/namespaces/team-a/catalogs/hr/status"
+                ),
+                ("POST", "/apis/events.k8s.io/v1/namespaces/team-a/events"),
+            ]
+        );
+        assert_eq!(seen[1].body["type"], "Warning");
+        assert_eq!(seen[1].body["reason"], "ConnectionFailed");
+
+        // The same condition with another message only: written, not announced.
+        let (client, seen) = mock_api::client(vec![(
+            200,
+            serde_json::json!({"metadata": {"resourceVersion": "7"}}),
+        )]);
+        let ctx = mock_api::context(client, true);
+        let mut desired = reachable("True", "Connected");
+        desired.conditions[0].message = "another message".into();
+        commit(&ctx, "catalog", &cat, desired, Some(REACHABLE))
+            .await
+            .unwrap();
+        assert_eq!(seen.seen().len(), 1);
+    }
+}
