@@ -9,7 +9,10 @@ use serde_json::Value;
 use crate::crd::{CatalogSpec, ReconcilePolicySpec, catalog::Provider, policy::RegistrationKind};
 use crate::model::validate::{self, Problem};
 
-/// A semops object found in the input, with where it starts.
+/// The kind of an Ossie document among the found documents (checked when parsed).
+const OSSIE: &str = "OssieDocument";
+
+/// A semops object (or an Ossie document) found in the input, with where it starts.
 #[derive(Debug)]
 pub struct Document {
     pub file: PathBuf,
@@ -41,7 +44,7 @@ impl std::fmt::Display for Finding {
     }
 }
 
-/// YAML files under `path` (a file, or a directory walked recursively), sorted.
+/// YAML and JSON files under `path` (a file, or a directory walked recursively), sorted.
 pub fn collect_files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
     if path.is_file() {
         return Ok(vec![path.to_path_buf()]);
@@ -51,7 +54,10 @@ pub fn collect_files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
         let p = entry?.path();
         if p.is_dir() {
             out.extend(collect_files(&p)?);
-        } else if p.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+        } else if p
+            .extension()
+            .is_some_and(|e| e == "yaml" || e == "yml" || e == "json")
+        {
             out.push(p);
         }
     }
@@ -128,6 +134,25 @@ pub fn parse_file(file: &Path, text: &str, findings: &mut Vec<Finding>) -> Vec<D
             .and_then(Value::as_str)
             .unwrap_or_default();
         if !api_version.starts_with("semops.io/") {
+            if crate::ossie::interchange::looks_like_ossie(&value) {
+                let (models, problems) = crate::ossie::interchange::check(&value);
+                out.push(Document {
+                    file: file.to_path_buf(),
+                    line,
+                    kind: OSSIE.into(),
+                    namespace: String::new(),
+                    name: format!("{models} model(s)"),
+                    spec: Value::Null,
+                });
+                findings.extend(problems.into_iter().map(|p| Finding {
+                    file: file.display().to_string(),
+                    line,
+                    object: format!("Ossie {}", p.object),
+                    path: p.path,
+                    message: p.message,
+                    reason: p.reason,
+                }));
+            }
             continue;
         }
         let meta = value.get("metadata").cloned().unwrap_or(Value::Null);
@@ -188,6 +213,7 @@ pub fn check(documents: &[Document]) -> Vec<Finding> {
                 }
             },
             "Catalog" => catalog_problems(&d.spec),
+            OSSIE => vec![],
             "ReconcilePolicy" => policy_problems(&d.spec),
             other => vec![Problem {
                 reason: validate::Reason::SchemaMismatch,
@@ -324,8 +350,9 @@ pub fn main(paths: &[PathBuf]) -> std::process::ExitCode {
         println!("{f}");
     }
     eprintln!(
-        "{} semops object(s) checked, {} problem(s)",
-        docs.len(),
+        "{} semops object(s) and {} Ossie document(s) checked, {} problem(s)",
+        docs.iter().filter(|d| d.kind != OSSIE).count(),
+        docs.iter().filter(|d| d.kind == OSSIE).count(),
         findings.len()
     );
     if findings.is_empty() {

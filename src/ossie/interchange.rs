@@ -1,36 +1,78 @@
-//! Apache Ossie YAML (snake_case, `semantic_model[]`) <-> SemanticModel custom resources.
+//! Apache Ossie models <-> SemanticModel custom resources.
 //!
 //! Lossless: keys are renamed between snake_case and camelCase everywhere except inside
 //! `ai_context` objects, whose keys are the user's own; the model's `name` and `description`
 //! become `spec.name` and `spec.comment`; everything else is the definition, typed in between so
-//! a malformed document is refused with the path of the problem.
+//! a malformed document is refused with the path of the problem. What the CRD does not hold (keys
+//! semops does not know, the document's own `dialects` and `vendors`, a value written in another
+//! form) is kept in annotations and written back by export, so import -> apply -> export gives
+//! the document back. The version and shape a model came from are annotations too.
 
 use serde_json::{Map, Value};
 use smol_str::SmolStr;
 
+use super::document::{self, Refused, Shape, Target};
 use crate::crd::SemanticModel;
 use crate::crd::semantic_model::{Definition, SemanticModelSpec};
 
-/// The Ossie core version semops writes when the models do not say which they came from.
+/// The Ossie version semops writes by default (the current one-model-per-document shape).
 pub const OSSIE_VERSION: &str = "0.2.0.dev0";
-/// Annotation on an imported model: the `version` of the Ossie document it came from, written
-/// back by export so a document of another version (e.g. the 0.1.x line) keeps its version.
+/// Annotation on an imported model: the `version` of the Ossie document it came from.
 pub const OSSIE_VERSION_ANNOTATION: &str = "semops.io/ossie-version";
+/// Annotation on an imported model: the shape of its document, `wrapped` or `root`.
+pub const OSSIE_SHAPE_ANNOTATION: &str = "semops.io/ossie-shape";
+/// Annotation on an imported model: what the CRD does not hold, as JSON (see [`Extras`]).
+pub const OSSIE_EXTRAS_ANNOTATION: &str = "semops.io/ossie-extras";
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum InterchangeError {
-    #[error("not an Ossie document: {0}")]
-    NotOssie(String),
-    #[error(
-        "an Ossie document of another layer (top-level keys: {keys}); semops imports the semantic-model layer, a document with a `semantic_model` list"
-    )]
-    OtherLayer { keys: String },
-    #[error("semantic_model[{index}] ({name}): {path}: {message}")]
+    #[error("{0}")]
+    Refused(#[from] Refused),
+    #[error("{at}({name}): {path}: {message}")]
     Invalid {
-        index: usize,
+        /// `semantic_model[i] ` in the wrapped shape, empty in the root shape.
+        at: String,
         name: String,
         path: String,
         message: String,
+    },
+    #[error(
+        "model {name}: annotation {OSSIE_EXTRAS_ANNOTATION} is not what import wrote: {message}"
+    )]
+    Extras { name: String, message: String },
+}
+
+/// What the CRD does not hold of one imported model, kept beside it.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Extras {
+    /// The document's own keys besides `version` and the models.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub root: Map<String, Value>,
+    /// Values inside the model the typed definition dropped or wrote differently.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub model: Vec<Kept>,
+}
+
+/// One kept value: where it goes, what it is, and (for a value written in another form) what
+/// the definition says there, so an edit made since wins over the kept form.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Kept {
+    pub path: Vec<Step>,
+    pub value: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub was: Option<Value>,
+}
+
+/// A step into a mapping (its key) or a list (the item's index, and its name when it has one,
+/// which is preferred: lists are edited).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
+pub enum Step {
+    Key(String),
+    Item {
+        index: usize,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
     },
 }
 
@@ -150,117 +192,396 @@ pub fn object_name(model_name: &str) -> String {
     s.chars().take(253).collect()
 }
 
-/// Ossie document -> SemanticModels (one per `semantic_model` item).
+/// An Ossie document -> SemanticModels (one per model in it).
 pub fn import(doc: &Value, target: &ImportTarget) -> Result<Vec<SemanticModel>, InterchangeError> {
-    let Some(items) = doc.get("semantic_model").and_then(Value::as_array) else {
-        return Err(match doc.as_object() {
-            Some(map) if !map.is_empty() && doc.get("semantic_model").is_none() => {
-                InterchangeError::OtherLayer {
-                    keys: map.keys().cloned().collect::<Vec<_>>().join(", "),
-                }
-            }
-            _ => InterchangeError::NotOssie("no semantic_model list".into()),
-        });
-    };
-    let version = doc.get("version").and_then(Value::as_str);
-    items
+    let document = document::read(doc)?;
+    document
+        .models
         .iter()
         .enumerate()
         .map(|(index, item)| {
-            let mut camel = rename_keys(item, snake_to_camel);
-            let obj = camel.as_object_mut().ok_or_else(|| {
-                InterchangeError::NotOssie(format!("semantic_model[{index}] is not a mapping"))
-            })?;
-            let name = obj
-                .remove("name")
-                .and_then(|v| v.as_str().map(str::to_string));
-            let comment = obj
-                .remove("description")
-                .and_then(|v| v.as_str().map(str::to_string));
-            let label = name.clone().unwrap_or_else(|| "<unnamed>".into());
-            let invalid = |path: String, message: String| InterchangeError::Invalid {
-                index,
-                name: label.clone(),
-                path,
-                message,
+            let at = match document.shape {
+                Shape::Wrapped => format!("semantic_model[{index}] "),
+                Shape::Root => String::new(),
             };
-            let Some(name) = name else {
-                return Err(invalid("name".into(), "is required".into()));
-            };
-            if let Some(datasets) = obj.get_mut("datasets").and_then(Value::as_array_mut) {
-                for (i, dataset) in datasets.iter_mut().enumerate() {
-                    if let Some(source) = dataset.get_mut("source")
-                        && let Some(text) = source.as_str()
-                    {
-                        let qualified = target
-                            .qualify(text)
-                            .map_err(|m| invalid(format!("datasets[{i}].source"), m))?;
-                        *source = Value::String(qualified);
-                    }
-                }
-            }
-            let definition: Definition =
-                serde_path_to_error::deserialize(Value::Object(obj.clone())).map_err(|e| {
-                    invalid(
-                        camel_to_snake(&e.path().to_string()),
-                        e.into_inner().to_string(),
-                    )
-                })?;
-            let spec = SemanticModelSpec {
-                catalog: target.catalog.as_str().into(),
-                schema: target.schema.as_str().into(),
-                name: Some(name.as_str().into()),
-                comment: comment.map(SmolStr::from),
-                properties: Default::default(),
-                rebind: None,
-                definition,
-            };
-            let mut model = SemanticModel::new(&object_name(&name), spec);
-            model.metadata.namespace = target.namespace.clone();
-            if let Some(v) = version {
-                model.metadata.annotations =
-                    Some([(OSSIE_VERSION_ANNOTATION.to_string(), v.to_string())].into());
-            }
-            Ok(model)
+            import_model(item, &at, &document, target)
         })
         .collect()
 }
 
-/// SemanticModels -> one Ossie document.
-pub fn export(models: &[SemanticModel]) -> Value {
-    let items: Vec<Value> = models
-        .iter()
-        .map(|m| {
-            let definition =
-                serde_json::to_value(&m.spec.definition).expect("definitions serialize");
-            let mut out = Map::new();
-            out.insert("name".into(), Value::String(m.model_name().to_string()));
-            if let Some(c) = &m.spec.comment {
-                out.insert("description".into(), Value::String(c.to_string()));
+fn import_model(
+    item: &Map<String, Value>,
+    at: &str,
+    document: &document::Document,
+    target: &ImportTarget,
+) -> Result<SemanticModel, InterchangeError> {
+    let label = match item.get("name") {
+        Some(Value::String(n)) => n.clone(),
+        _ => "<unnamed>".into(),
+    };
+    let invalid = |path: String, message: String| InterchangeError::Invalid {
+        at: at.to_string(),
+        name: label.clone(),
+        path,
+        message,
+    };
+    let name = match item.get("name") {
+        Some(Value::String(n)) if !n.is_empty() => n.clone(),
+        Some(Value::String(_)) | None => {
+            return Err(invalid("name".into(), "is required".into()));
+        }
+        Some(other) => {
+            return Err(invalid(
+                "name".into(),
+                format!("must be a string, found {other}"),
+            ));
+        }
+    };
+    let comment = match item.get("description") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(c)) => Some(SmolStr::from(c.as_str())),
+        Some(other) => {
+            return Err(invalid(
+                "description".into(),
+                format!("must be a string, found {other}"),
+            ));
+        }
+    };
+    let mut camel = rename_keys(&Value::Object(item.clone()), snake_to_camel);
+    let obj = camel.as_object_mut().expect("a mapping stays one");
+    obj.remove("name");
+    obj.remove("description");
+    if let Some(datasets) = obj.get_mut("datasets").and_then(Value::as_array_mut) {
+        for (i, dataset) in datasets.iter_mut().enumerate() {
+            if let Some(source) = dataset.get_mut("source")
+                && let Some(text) = source.as_str()
+            {
+                let qualified = target
+                    .qualify(text)
+                    .map_err(|m| invalid(format!("datasets[{i}].source"), m))?;
+                *source = Value::String(qualified);
             }
-            if let Value::Object(def) = rename_keys(&definition, camel_to_snake) {
-                out.extend(def);
-            }
-            Value::Object(out)
-        })
-        .collect();
-    serde_json::json!({"version": export_version(models), "semantic_model": items})
+        }
+    }
+    let definition: Definition = serde_path_to_error::deserialize(Value::Object(obj.clone()))
+        .map_err(|e| {
+            invalid(
+                camel_to_snake(&e.path().to_string()),
+                e.into_inner().to_string(),
+            )
+        })?;
+    let spec = SemanticModelSpec {
+        catalog: target.catalog.as_str().into(),
+        schema: target.schema.as_str().into(),
+        name: Some(name.as_str().into()),
+        comment,
+        properties: Default::default(),
+        rebind: None,
+        definition,
+    };
+    let mut model = SemanticModel::new(&object_name(&name), spec);
+    model.metadata.namespace = target.namespace.clone();
+    // What typing dropped or wrote in another form, found by writing the model back.
+    let mut kept = Vec::new();
+    diff(
+        &Value::Object(item.clone()),
+        &Value::Object(model_map(&model)),
+        &mut Vec::new(),
+        &mut kept,
+    );
+    let extras = Extras {
+        root: document.root.clone(),
+        model: kept,
+    };
+    let mut annotations = std::collections::BTreeMap::from([
+        (
+            OSSIE_VERSION_ANNOTATION.to_string(),
+            document.version.clone(),
+        ),
+        (
+            OSSIE_SHAPE_ANNOTATION.to_string(),
+            document.shape.as_str().to_string(),
+        ),
+    ]);
+    if extras != Extras::default() {
+        annotations.insert(
+            OSSIE_EXTRAS_ANNOTATION.to_string(),
+            serde_json::to_string(&extras).expect("extras serialize"),
+        );
+    }
+    model.metadata.annotations = Some(annotations);
+    Ok(model)
 }
 
-/// The version the models came from when they agree on one; else the version semops writes.
-fn export_version(models: &[SemanticModel]) -> String {
-    let versions: std::collections::BTreeSet<Option<&String>> = models
-        .iter()
-        .map(|m| {
-            m.metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(OSSIE_VERSION_ANNOTATION))
-        })
-        .collect();
-    match versions.into_iter().collect::<Vec<_>>().as_slice() {
-        [Some(v)] => (*v).clone(),
-        _ => OSSIE_VERSION.to_string(),
+/// Records where `input` (as written) has what `output` (as typed and written back) does not.
+fn diff(input: &Value, output: &Value, path: &mut Vec<Step>, kept: &mut Vec<Kept>) {
+    match (input, output) {
+        (Value::Object(i), Value::Object(o)) => {
+            for (k, v) in i {
+                path.push(Step::Key(k.clone()));
+                match o.get(k) {
+                    Some(w) => diff(v, w, path, kept),
+                    None => kept.push(Kept {
+                        path: path.clone(),
+                        value: v.clone(),
+                        was: None,
+                    }),
+                }
+                path.pop();
+            }
+        }
+        (Value::Array(i), Value::Array(o)) if i.len() == o.len() => {
+            for (index, (v, w)) in i.iter().zip(o).enumerate() {
+                path.push(Step::Item {
+                    index,
+                    name: v.get("name").and_then(Value::as_str).map(str::to_string),
+                });
+                diff(v, w, path, kept);
+                path.pop();
+            }
+        }
+        (i, o) if i != o => kept.push(Kept {
+            path: path.clone(),
+            value: i.clone(),
+            was: Some(o.clone()),
+        }),
+        _ => {}
+    }
+}
+
+/// The item a step names in `at`: a mapping's key, or a list's item by name (by index only when
+/// the item had no name).
+fn step_into<'a>(at: &'a mut Value, step: &Step) -> Option<&'a mut Value> {
+    match (step, at) {
+        (Step::Key(key), Value::Object(map)) => map.get_mut(key),
+        (Step::Item { index, name }, Value::Array(items)) => {
+            let i = match name {
+                Some(n) => items
+                    .iter()
+                    .position(|i| i.get("name").and_then(Value::as_str) == Some(n.as_str()))?,
+                None => *index,
+            };
+            items.get_mut(i)
+        }
+        _ => None,
+    }
+}
+
+/// Puts the kept values back into `model`; answers what could not go back (its place is gone,
+/// or the definition changed there since).
+fn restore(model: &mut Value, kept: &[Kept]) -> Vec<String> {
+    let mut lost = Vec::new();
+    for k in kept {
+        let Some((last, parents)) = k.path.split_last() else {
+            continue;
+        };
+        let parent = parents
+            .iter()
+            .try_fold(&mut *model, |at, step| step_into(at, step));
+        let put = match (last, parent) {
+            (Step::Key(key), Some(Value::Object(map))) => match (&k.was, map.get(key)) {
+                (None, None) => {
+                    map.insert(key.clone(), k.value.clone());
+                    true
+                }
+                (Some(was), Some(now)) if was == now => {
+                    map.insert(key.clone(), k.value.clone());
+                    true
+                }
+                _ => false,
+            },
+            (Step::Item { index, .. }, Some(Value::Array(items))) => {
+                match (&k.was, items.get_mut(*index)) {
+                    (Some(was), Some(now)) if was == now => {
+                        *now = k.value.clone();
+                        true
+                    }
+                    _ => false,
+                }
+            }
+            _ => false,
+        };
+        if !put {
+            lost.push(path_text(&k.path));
+        }
+    }
+    lost
+}
+
+fn path_text(path: &[Step]) -> String {
+    let mut out = String::new();
+    for step in path {
+        match step {
+            Step::Key(k) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(k);
+            }
+            Step::Item { index, .. } => out.push_str(&format!("[{index}]")),
+        }
+    }
+    out
+}
+
+/// A model's Ossie mapping from its spec alone (snake_case, `name` and `description` first).
+fn model_map(m: &SemanticModel) -> Map<String, Value> {
+    let definition = serde_json::to_value(&m.spec.definition).expect("definitions serialize");
+    let mut out = Map::new();
+    out.insert("name".into(), Value::String(m.model_name().to_string()));
+    if let Some(c) = &m.spec.comment {
+        out.insert("description".into(), Value::String(c.to_string()));
+    }
+    if let Value::Object(def) = rename_keys(&definition, camel_to_snake) {
+        out.extend(def);
+    }
+    out
+}
+
+fn annotation<'a>(m: &'a SemanticModel, key: &str) -> Option<&'a String> {
+    m.metadata.annotations.as_ref().and_then(|a| a.get(key))
+}
+
+/// What `export` wrote, and what it could not carry over.
+#[derive(Debug, Default)]
+pub struct Exported {
+    pub documents: Vec<Value>,
+    /// Constructs the target cannot hold, and kept values whose place is gone.
+    pub warnings: Vec<String>,
+}
+
+/// SemanticModels -> Ossie documents of `to` (default: the current version and shape; one
+/// document per model in the root shape, one for all in the wrapped shape).
+pub fn export(models: &[SemanticModel], to: Option<Target>) -> Result<Exported, InterchangeError> {
+    let to = to.unwrap_or(Target::V0_2);
+    let mut warnings = Vec::new();
+    let mut pairs = Vec::new();
+    for m in models {
+        let name = m.model_name().to_string();
+        let extras: Extras = match annotation(m, OSSIE_EXTRAS_ANNOTATION) {
+            Some(text) => serde_json::from_str(text).map_err(|e| InterchangeError::Extras {
+                name: name.clone(),
+                message: e.to_string(),
+            })?,
+            None => Extras::default(),
+        };
+        let mut model = Value::Object(model_map(m));
+        for lost in restore(&mut model, &extras.model) {
+            warnings.push(format!(
+                "model {name}: {lost} not written back: the definition changed there since import"
+            ));
+        }
+        let Value::Object(model) = model else {
+            unreachable!("a model is a mapping")
+        };
+        pairs.push((model, extras.root));
+    }
+    let (documents, more) = document::write(&pairs, to.version(), to.shape());
+    warnings.extend(more);
+    Ok(Exported {
+        documents,
+        warnings,
+    })
+}
+
+/// The target a model's own document had (for writing a model back as it came).
+pub fn origin(m: &SemanticModel) -> Option<Target> {
+    let version = annotation(m, OSSIE_VERSION_ANNOTATION)?;
+    let shape = Shape::parse(annotation(m, OSSIE_SHAPE_ANNOTATION)?)?;
+    Target::of(version, shape)
+}
+
+/// One problem `semops validate` finds in an Ossie document, with its JSON path.
+#[derive(Debug, PartialEq)]
+pub struct OssieProblem {
+    /// `model NAME` or `document`.
+    pub object: String,
+    /// A JSON path into the document as written (`$.semantic_model[0].datasets[1].source`).
+    pub path: String,
+    pub message: String,
+    pub reason: String,
+}
+
+/// Whether a parsed document is meant as an Ossie semantic-model document (what `validate`
+/// checks as one).
+pub fn looks_like_ossie(doc: &Value) -> bool {
+    doc.get("semantic_model").is_some()
+        || (doc.get("version").is_some() && doc.get("datasets").is_some())
+}
+
+/// The contract and model-local checks of every model in an Ossie document; bare sources are
+/// allowed (an import qualifies them).
+pub fn check(doc: &Value) -> (usize, Vec<OssieProblem>) {
+    let target = ImportTarget {
+        namespace: None,
+        catalog: "ossie".into(),
+        schema: "ossie".into(),
+        source_catalog: Some("ossie".into()),
+        source_schema: Some("ossie".into()),
+    };
+    let prefix = |shape: Option<Shape>, index: usize| match shape {
+        Some(Shape::Wrapped) => format!("$.semantic_model[{index}]"),
+        _ => "$".to_string(),
+    };
+    let shape = document::read(doc).ok().map(|d| d.shape);
+    match import(doc, &target) {
+        Err(InterchangeError::Invalid {
+            at,
+            name,
+            path,
+            message,
+        }) => {
+            let index = at
+                .trim_start_matches("semantic_model[")
+                .trim_end_matches("] ")
+                .parse()
+                .unwrap_or(0);
+            (
+                0,
+                vec![OssieProblem {
+                    object: format!("model {name}"),
+                    path: format!("{}.{path}", prefix(shape, index)),
+                    message,
+                    reason: "SchemaMismatch".into(),
+                }],
+            )
+        }
+        Err(e) => (
+            0,
+            vec![OssieProblem {
+                object: "document".into(),
+                path: "$".into(),
+                message: e.to_string(),
+                reason: "NotOssie".into(),
+            }],
+        ),
+        Ok(models) => {
+            let problems = models
+                .iter()
+                .enumerate()
+                .flat_map(|(index, m)| {
+                    crate::model::validate::validate_definition(&m.spec)
+                        .into_iter()
+                        .map(move |p| {
+                            let inner = p
+                                .path
+                                .trim_start_matches("spec.definition")
+                                .trim_start_matches('.');
+                            OssieProblem {
+                                object: format!("model {}", m.model_name()),
+                                path: if inner.is_empty() {
+                                    prefix(shape, index)
+                                } else {
+                                    format!("{}.{}", prefix(shape, index), camel_to_snake(inner))
+                                },
+                                message: p.message,
+                                reason: p.reason.condition_reason().to_string(),
+                            }
+                        })
+                })
+                .collect();
+            (models.len(), problems)
+        }
     }
 }
 
@@ -273,8 +594,8 @@ mod tests {
             namespace: Some("ns".into()),
             catalog: "analytics".into(),
             schema: "semantic".into(),
-            source_catalog: None,
-            source_schema: None,
+            source_catalog: Some("shop".into()),
+            source_schema: Some("public".into()),
         }
     }
 
@@ -286,59 +607,145 @@ mod tests {
         .unwrap()
     }
 
-    /// Ossie and JSON compare equal when numbers and strings match; YAML maps carry no order.
+    /// Documents compare as YAML values: mappings carry no order.
     fn normalize(v: &Value) -> Value {
         serde_json::from_str(&crate::model::canonical::canonical_json(v)).unwrap()
     }
 
+    /// Import, then through the CRD's own YAML as kubectl would store it, then export.
+    fn round_trip(doc: &Value, to: Target) -> Exported {
+        let models = import(doc, &target()).unwrap();
+        let yaml = serde_saphyr::to_string(&models).unwrap();
+        let reread: Vec<SemanticModel> = serde_saphyr::from_str(&yaml).unwrap();
+        export(&reread, Some(to)).unwrap()
+    }
+
     #[test]
-    fn every_fixture_round_trips_losslessly() {
-        for name in [
-            "tpcds_semantic_model.yaml",
-            "fixtureA_ossie.yaml",
-            "version_0_1_ossie.yaml",
+    fn every_version_and_shape_comes_back_as_written() {
+        for (name, to) in [
+            ("bike-shop-0.2.yaml", Target::V0_2),
+            ("bike-shop-0.1.1.yaml", Target::V0_1_1),
+            ("bike-shop-0.1.0.json", Target::V0_1_0),
         ] {
             let original = fixture(name);
-            let models = import(&original, &target()).unwrap();
-            // Through the CRD's own YAML, as kubectl would store it.
-            let yaml = serde_saphyr::to_string(&models).unwrap();
-            let reread: Vec<SemanticModel> = serde_saphyr::from_str(&yaml).unwrap();
-            let exported = export(&reread);
+            let out = round_trip(&original, to);
+            assert_eq!(out.documents.len(), 1, "{name}");
             assert_eq!(
-                normalize(&exported),
+                normalize(&out.documents[0]),
                 normalize(&original),
                 "{name} did not round-trip"
             );
+            assert!(out.warnings.is_empty(), "{name}: {:?}", out.warnings);
         }
     }
 
     #[test]
-    fn imported_models_are_placed_named_and_valid() {
-        let models = import(&fixture("tpcds_semantic_model.yaml"), &target()).unwrap();
-        assert_eq!(models.len(), 1);
+    fn imported_models_record_where_they_came_from_and_are_valid() {
+        let models = import(&fixture("bike-shop-0.1.1.yaml"), &target()).unwrap();
+        assert_eq!(models.len(), 2);
         let m = &models[0];
-        assert_eq!(m.metadata.name.as_deref(), Some("tpcds-retail-model"));
-        assert_eq!(
-            (
-                m.spec.catalog.as_str(),
-                m.spec.schema.as_str(),
-                m.model_name()
-            ),
-            ("analytics", "semantic", "tpcds_retail_model")
+        assert_eq!(m.metadata.name.as_deref(), Some("shop-orders"));
+        let a = m.metadata.annotations.as_ref().unwrap();
+        assert_eq!(a[OSSIE_VERSION_ANNOTATION], "0.1.1");
+        assert_eq!(a[OSSIE_SHAPE_ANNOTATION], "wrapped");
+        let extras: Extras = serde_json::from_str(&a[OSSIE_EXTRAS_ANNOTATION]).unwrap();
+        assert_eq!(extras.root["vendors"], serde_json::json!(["COMMON"]));
+        // The bare source was qualified for the CRD and is kept as written for export.
+        assert_eq!(m.spec.definition.datasets[1].source, "shop.public.stores");
+        assert!(
+            extras.model.iter().any(|k| k.value == "stores"
+                && k.was == Some(Value::String("shop.public.stores".into()))),
+            "{extras:?}"
         );
-        assert_eq!(m.spec.definition.datasets.len(), 5);
-        assert_eq!(crate::model::validate::validate_definition(&m.spec), vec![]);
+        assert_eq!(origin(m), Some(Target::V0_1_1));
+        for m in &models {
+            assert_eq!(crate::model::validate::validate_definition(&m.spec), vec![]);
+        }
+        let rooted = import(&fixture("bike-shop-0.2.yaml"), &target()).unwrap();
+        assert_eq!(origin(&rooted[0]), Some(Target::V0_2));
         // ai_context keys stay as written, inside and out.
-        let ctx = m.spec.definition.datasets[0].ai_context.as_ref().unwrap();
+        let ctx = rooted[0].spec.definition.datasets[2]
+            .ai_context
+            .as_ref()
+            .unwrap();
         assert!(ctx.get("synonyms").is_some());
     }
 
     #[test]
+    fn the_older_line_and_the_current_shape_convert_both_ways_where_constructs_fit() {
+        // 0.1.1 -> 0.2: each model becomes its own document; the document's lists cannot go.
+        let out = round_trip(&fixture("bike-shop-0.1.1.yaml"), Target::V0_2);
+        assert_eq!(out.documents.len(), 2);
+        assert_eq!(out.documents[1]["name"], "shop_bikes");
+        assert_eq!(out.documents[1]["version"], "0.2.0.dev0");
+        assert!(out.documents[0].get("dialects").is_none());
+        assert_eq!(
+            out.warnings.len(),
+            4,
+            "dialects and vendors of each model: {:?}",
+            out.warnings
+        );
+        // ... and back: 0.2 -> 0.1.1 gives the models back as they were (without those lists).
+        let again: Vec<SemanticModel> = out
+            .documents
+            .iter()
+            .flat_map(|d| import(d, &target()).unwrap())
+            .collect();
+        let back = export(&again, Some(Target::V0_1_1)).unwrap();
+        let mut want = fixture("bike-shop-0.1.1.yaml");
+        let root = want.as_object_mut().unwrap();
+        root.remove("dialects");
+        root.remove("vendors");
+        assert_eq!(normalize(&back.documents[0]), normalize(&want));
+        assert!(back.warnings.is_empty(), "{:?}", back.warnings);
+
+        // 0.2 -> 0.1.1: datatypes have no place in the 0.1 line, and each one is named.
+        let out = round_trip(&fixture("bike-shop-0.2.yaml"), Target::V0_1_1);
+        let dropped: Vec<&String> = out
+            .warnings
+            .iter()
+            .filter(|w| w.contains("datatype dropped"))
+            .collect();
+        assert_eq!(dropped.len(), 6, "{:?}", out.warnings);
+        assert!(
+            out.documents[0]["semantic_model"][0]["metrics"][0]
+                .get("datatype")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn an_edit_since_import_wins_over_the_kept_form_and_is_named() {
+        let mut models = import(&fixture("bike-shop-0.1.1.yaml"), &target()).unwrap();
+        models[0].spec.definition.datasets[1].source = "shop.sales.stores".into();
+        let out = export(&models, Some(Target::V0_1_1)).unwrap();
+        assert_eq!(
+            out.documents[0]["semantic_model"][0]["datasets"][1]["source"],
+            "shop.sales.stores"
+        );
+        assert!(
+            out.warnings
+                .iter()
+                .any(|w| w.contains("datasets[1].source not written back")),
+            "{:?}",
+            out.warnings
+        );
+        // A dataset removed since import takes its unknown keys with it, and says so.
+        let mut models = import(&fixture("bike-shop-0.1.1.yaml"), &target()).unwrap();
+        models[0].spec.definition.datasets = models[0].spec.definition.datasets[..1].to_vec();
+        let out = export(&models, Some(Target::V0_1_1)).unwrap();
+        assert!(
+            out.warnings.iter().any(|w| w.contains("x_region_hint")),
+            "{:?}",
+            out.warnings
+        );
+    }
+
+    #[test]
     fn free_form_ai_context_keys_are_not_renamed() {
-        let doc = serde_json::json!({"version": OSSIE_VERSION, "semantic_model": [{
-            "name": "m", "ai_context": {"my_custom_key": {"nested_key": 1}},
+        let doc = serde_json::json!({"version": OSSIE_VERSION, "name": "m", "ai_context": {"my_custom_key": {"nested_key": 1}},
             "datasets": [{"name": "d", "source": "a.b.c", "primary_key": ["x"], "ai_context": {"snake_case_here": true}}]
-        }]});
+        });
         let models = import(&doc, &target()).unwrap();
         let def = serde_json::to_value(&models[0].spec.definition).unwrap();
         assert!(def["aiContext"].get("my_custom_key").is_some());
@@ -348,42 +755,72 @@ mod tests {
                 .get("snake_case_here")
                 .is_some()
         );
-        assert_eq!(normalize(&export(&models)), normalize(&doc));
+        assert_eq!(
+            normalize(&export(&models, None).unwrap().documents[0]),
+            normalize(&doc)
+        );
     }
 
     #[test]
-    fn malformed_documents_name_the_item_and_path() {
-        let doc = serde_json::json!({"semantic_model": [{"name": "m", "datasets": [{"name": "d", "source": "a.b.c", "fields": [{"name": "f", "expression": {"dialects": [{"dialect": "COBOL", "expression": "x"}]}}]}]}]});
-        let err = import(&doc, &target()).unwrap_err();
-        let text = err.to_string();
-        assert!(
-            text.starts_with(
-                "semantic_model[0] (m): datasets[0].fields[0].expression.dialects[0].dialect:"
+    fn bad_input_names_the_item_and_the_path() {
+        let wrapped =
+            |model: Value| serde_json::json!({"version": "0.1.1", "semantic_model": [model]});
+        let cases = [
+            (
+                wrapped(
+                    serde_json::json!({"name": "m", "datasets": [{"name": "d", "source": "a.b.c", "fields": [{"name": "f", "expression": {"dialects": [{"dialect": "COBOL", "expression": "x"}]}}]}]}),
+                ),
+                "semantic_model[0] (m): datasets[0].fields[0].expression.dialects[0].dialect:",
             ),
-            "{text}"
-        );
-        assert!(matches!(
-            import(&serde_json::json!([1]), &target()),
-            Err(InterchangeError::NotOssie(_))
-        ));
-        // A document of another Ossie layer is told which layer semops imports.
-        let other = import(
-            &serde_json::json!({"version": "0.2.0", "ontology": {"concepts": []}}),
-            &target(),
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            other.contains("another layer (top-level keys: ontology, version)")
-                && other.contains("`semantic_model` list"),
-            "{other}"
-        );
+            (
+                wrapped(serde_json::json!({"datasets": []})),
+                "semantic_model[0] (<unnamed>): name: is required",
+            ),
+            (
+                serde_json::json!({"version": "0.2.0.dev0", "name": 7, "datasets": []}),
+                "(<unnamed>): name: must be a string, found 7",
+            ),
+            (
+                serde_json::json!({"version": "0.2.0.dev0", "name": "m", "datasets": [{"name": 3, "source": "a.b.c"}]}),
+                "(m): datasets[0].name:",
+            ),
+            (
+                serde_json::json!([{"version": "0.2.0.dev0", "name": "a"}, {"version": "0.2.0.dev0", "name": "b"}]),
+                "a list at the top of the document",
+            ),
+        ];
+        for (doc, want) in cases {
+            let text = import(&doc, &target()).unwrap_err().to_string();
+            assert!(text.starts_with(want), "{text}\nwanted: {want}");
+        }
+    }
+
+    #[test]
+    fn other_documents_are_named_for_what_they_are() {
+        for (name, want) in [
+            ("refused/ontology.yaml", "an Apache Ossie ontology document"),
+            (
+                "refused/snowflake-semantic-view.yaml",
+                "a Snowflake semantic view",
+            ),
+            (
+                "refused/dbt-semantic-manifest.json",
+                "a dbt semantic manifest",
+            ),
+            (
+                "refused/unknown-version.yaml",
+                "Ossie version \"0.9.0\" is not one semops reads (it reads 0.1.0, 0.1.1, 0.2.0.dev0)",
+            ),
+        ] {
+            let text = import(&fixture(name), &target()).unwrap_err().to_string();
+            assert!(text.starts_with(want), "{name}: {text}");
+        }
     }
 
     #[test]
     fn bare_sources_are_qualified_by_the_source_flags_or_refused_naming_the_flag() {
         let doc = |source: &str| {
-            serde_json::json!({"semantic_model": [{"name": "m", "datasets": [
+            serde_json::json!({"version": "0.1.1", "semantic_model": [{"name": "m", "datasets": [
                 {"name": "d", "source": source, "primary_key": ["id"]}
             ]}]})
         };
@@ -461,29 +898,9 @@ mod tests {
     }
 
     #[test]
-    fn the_document_version_comes_back_and_mixed_versions_fall_back() {
-        let doc = |version: &str| {
-            serde_json::json!({"version": version, "semantic_model": [{"name": format!("m{version}"), "datasets": [
-                {"name": "d", "source": "a.b.c", "primary_key": ["id"]}
-            ]}]})
-        };
-        let old = import(&doc("0.1.3"), &target()).unwrap();
-        assert_eq!(export(&old)["version"], "0.1.3");
-        let new = import(&doc("0.2.0"), &target()).unwrap();
-        let mixed: Vec<_> = old.into_iter().chain(new).collect();
-        assert_eq!(export(&mixed)["version"], OSSIE_VERSION);
-        let unversioned = import(
-            &serde_json::json!({"semantic_model": doc("x")["semantic_model"].clone()}),
-            &target(),
-        )
-        .unwrap();
-        assert_eq!(export(&unversioned)["version"], OSSIE_VERSION);
-    }
-
-    #[test]
     fn object_names_are_dns_labels() {
         for (input, want) in [
-            ("tpcds_retail_model", "tpcds-retail-model"),
+            ("bike_shop_sales", "bike-shop-sales"),
             ("Sales Model!", "sales-model"),
             ("__", "model"),
             ("a__b", "a-b"),

@@ -1,5 +1,6 @@
 //! Apache Ossie interchange: the source reference grammar and YAML import/export.
 
+pub mod document;
 pub mod interchange;
 pub mod source_ref;
 
