@@ -246,11 +246,7 @@ pub type ModelWithRoot = (Map<String, Value>, Map<String, Value>);
 
 /// Models (snake_case mappings) as documents of `version` in `shape`, each model with the
 /// document keys it came with (`root`); warnings name what the target cannot hold.
-pub fn write(
-    models: &[ModelWithRoot],
-    version: &str,
-    shape: Shape,
-) -> (Vec<Value>, Vec<String>) {
+pub fn write(models: &[ModelWithRoot], version: &str, shape: Shape) -> (Vec<Value>, Vec<String>) {
     let mut warnings = Vec::new();
     let old_line = version.starts_with("0.1");
     let mut cleaned: Vec<ModelWithRoot> = Vec::new();
