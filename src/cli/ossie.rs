@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::Subcommand;
 
-use crate::ossie::document::{Ordered, Target};
+use crate::ossie::document::{Ordered, Shape, Target};
 use crate::ossie::interchange::{ImportTarget, export, import};
 
 /// Largest file either verb reads: a semantic model is a few hundred KiB at most, and the
@@ -51,6 +51,10 @@ pub enum OssieCommand {
         /// shape), `0.1.1` or `0.1.0` (all models in one `semantic_model` list).
         #[arg(long, default_value = "0.2", value_parser = parse_target)]
         ossie_version: Target,
+        /// `wrapped` (a `semantic_model` list) or `root` (one model per document); default: the
+        /// version's own shape (root for 0.2, wrapped for 0.1.x).
+        #[arg(long, value_parser = parse_shape)]
+        shape: Option<Shape>,
         #[arg(short = 'o', long, value_enum, default_value = "yaml")]
         output: Format,
         /// Writes one file per document into this directory (named after the model in the
@@ -58,6 +62,10 @@ pub enum OssieCommand {
         #[arg(long)]
         out_dir: Option<PathBuf>,
     },
+}
+
+fn parse_shape(s: &str) -> Result<Shape, String> {
+    Shape::parse(s).ok_or_else(|| format!("{s:?}: write wrapped or root"))
 }
 
 fn parse_target(s: &str) -> Result<Target, String> {
@@ -149,9 +157,11 @@ fn run(cmd: OssieCommand) -> anyhow::Result<()> {
         OssieCommand::Export {
             path,
             ossie_version,
+            shape,
             output,
             out_dir,
         } => {
+            let ossie_version = shape.map_or(ossie_version, |s| ossie_version.with_shape(s));
             let mut models = Vec::new();
             for file in super::validate::collect_files(&path)? {
                 let text = read_bounded(&file)?;

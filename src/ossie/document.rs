@@ -197,18 +197,31 @@ pub fn read(doc: &Value) -> Result<Document, Refused> {
     }
 }
 
-/// A version to write, as `--ossie-version` names it.
+/// A version and shape to write (`--ossie-version`, `--shape`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Target {
-    /// 0.2.0.dev0, one model per document at the root.
-    V0_2,
-    /// 0.1.1, wrapped.
-    V0_1_1,
-    /// 0.1.0, wrapped.
-    V0_1_0,
+pub struct Target {
+    pub version: &'static str,
+    pub shape: Shape,
 }
 
 impl Target {
+    /// 0.2.0.dev0, one model per document at the root (the current shape).
+    pub const V0_2: Target = Target {
+        version: "0.2.0.dev0",
+        shape: Shape::Root,
+    };
+    /// 0.1.1, wrapped.
+    pub const V0_1_1: Target = Target {
+        version: "0.1.1",
+        shape: Shape::Wrapped,
+    };
+    /// 0.1.0, wrapped.
+    pub const V0_1_0: Target = Target {
+        version: "0.1.0",
+        shape: Shape::Wrapped,
+    };
+
+    /// `0.2`, `0.1.1` or `0.1.0` (or a full version), in that version's usual shape.
     pub fn parse(s: &str) -> Option<Target> {
         match s {
             "0.2" | "0.2.0.dev0" => Some(Target::V0_2),
@@ -218,26 +231,18 @@ impl Target {
         }
     }
     pub fn version(self) -> &'static str {
-        match self {
-            Target::V0_2 => "0.2.0.dev0",
-            Target::V0_1_1 => "0.1.1",
-            Target::V0_1_0 => "0.1.0",
-        }
+        self.version
     }
     pub fn shape(self) -> Shape {
-        match self {
-            Target::V0_2 => Shape::Root,
-            Target::V0_1_1 | Target::V0_1_0 => Shape::Wrapped,
-        }
+        self.shape
+    }
+    pub fn with_shape(self, shape: Shape) -> Target {
+        Target { shape, ..self }
     }
     /// The target a document of this version and shape is written back as.
     pub fn of(version: &str, shape: Shape) -> Option<Target> {
-        match (version, shape) {
-            ("0.1.1", _) => Some(Target::V0_1_1),
-            ("0.1.0", _) => Some(Target::V0_1_0),
-            ("0.2.0.dev0", Shape::Root) => Some(Target::V0_2),
-            _ => None,
-        }
+        let version = *VERSIONS.iter().find(|v| **v == version)?;
+        Some(Target { version, shape })
     }
 }
 

@@ -640,6 +640,30 @@ mod tests {
     }
 
     #[test]
+    fn every_version_in_both_shapes_comes_back_in_its_own_shape() {
+        // The 0.1.1 fixture's two models, in every version and shape: one wrapped document, or
+        // one root document per model.
+        let models = import(&fixture("bike-shop-0.1.1.yaml"), &target()).unwrap();
+        for version in document::VERSIONS {
+            for shape in [Shape::Wrapped, Shape::Root] {
+                let to = Target::of(version, shape).unwrap();
+                let written = export(&models, Some(to)).unwrap().documents;
+                assert_eq!(written.len(), if shape == Shape::Root { 2 } else { 1 });
+                for doc in &written {
+                    let again = import(doc, &target()).unwrap();
+                    assert_eq!(origin(&again[0]), Some(to), "{version} {shape:?}");
+                    let back = export(&again, Some(to)).unwrap();
+                    assert_eq!(
+                        normalize(&back.documents[0]),
+                        normalize(doc),
+                        "{version} {shape:?} did not round-trip"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
     fn imported_models_record_where_they_came_from_and_are_valid() {
         let models = import(&fixture("bike-shop-0.1.1.yaml"), &target()).unwrap();
         assert_eq!(models.len(), 2);
