@@ -19,6 +19,8 @@ pub mod index;
 pub mod leader;
 pub mod lineage;
 pub mod mcp;
+#[cfg(test)]
+pub mod mock_api;
 pub mod model;
 pub mod ossie;
 pub mod policy;

@@ -890,6 +890,7 @@ async fn a_proxied_user_needs_no_token_and_is_still_authorized_per_object() {
             username: "alice".into(),
             uid: None,
             groups: vec!["team-a".into()],
+            extra: Default::default(),
         }));
     let resp = app.oneshot(req).await.unwrap();
     // Not 401: authenticated. The catalog check could not be asked: refused, fail closed.

@@ -68,6 +68,10 @@ pub struct Caller {
     pub username: String,
     pub uid: Option<String>,
     pub groups: Vec<String>,
+    /// The authenticator's extra attributes (scopes, the node a ServiceAccount token is bound
+    /// to, …): passed on in every SubjectAccessReview, since authorizers and webhooks decide on
+    /// them.
+    pub extra: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 /// TokenReviews in flight at once; more wait up to [`REVIEW_WAIT`], then get 503.
@@ -176,6 +180,7 @@ impl Auth {
                 username: "anonymous".into(),
                 uid: None,
                 groups: vec![],
+                extra: Default::default(),
             }));
         };
         let (client, tokens) = (&k.client, &k.tokens);
@@ -220,6 +225,7 @@ impl Auth {
                 username: u.username.unwrap_or_default(),
                 uid: u.uid,
                 groups: u.groups.unwrap_or_default(),
+                extra: u.extra.unwrap_or_default(),
             });
         tokens.put(key, caller.clone());
         match (&caller, peer) {
@@ -296,9 +302,9 @@ impl KubeAuth {
                 user: Some(caller.username.clone()),
                 uid: caller.uid.clone(),
                 groups: Some(caller.groups.clone()),
+                extra: (!caller.extra.is_empty()).then(|| caller.extra.clone()),
                 resource_attributes: resource,
                 non_resource_attributes: non_resource,
-                ..Default::default()
             },
             ..Default::default()
         };
@@ -342,6 +348,59 @@ impl Auth {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn the_users_extra_goes_from_the_token_review_into_every_access_review() {
+        use serde_json::json;
+        let review = |extra: serde_json::Value| {
+            (
+                201,
+                json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {},
+                    "status": {"authenticated": true, "audiences": ["semops"],
+                        "user": {"username": "alice", "groups": ["team-a"], "extra": extra}}}),
+            )
+        };
+        let allowed = (
+            201,
+            json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                "spec": {}, "status": {"allowed": true}}),
+        );
+        let (client, seen) = crate::mock_api::client(vec![
+            review(json!({"scopes": ["read"], "authentication.kubernetes.io/node-name": ["n1"]})),
+            allowed.clone(),
+        ]);
+        let auth = Auth::kubernetes(client, vec!["semops".into()]);
+        let caller = auth.authenticate(Some("t"), None).await.unwrap().unwrap();
+        assert_eq!(caller.extra["scopes"], ["read"]);
+        assert!(
+            auth.may_get(&caller, "ns", "semanticmodels", "m")
+                .await
+                .unwrap()
+        );
+        let seen = seen.seen();
+        assert_eq!(seen.len(), 2);
+        assert!(
+            seen[1]
+                .path
+                .starts_with("/apis/authorization.k8s.io/v1/subjectaccessreviews")
+        );
+        assert_eq!(
+            seen[1].body["spec"]["extra"],
+            json!({"scopes": ["read"], "authentication.kubernetes.io/node-name": ["n1"]})
+        );
+        assert_eq!(seen[1].body["spec"]["user"], "alice");
+
+        // Without extra attributes the review carries none (not an empty map).
+        let (client, seen) = crate::mock_api::client(vec![review(json!(null)), allowed]);
+        let auth = Auth::kubernetes(client, vec!["semops".into()]);
+        let caller = auth.authenticate(Some("t"), None).await.unwrap().unwrap();
+        assert!(
+            auth.may_get(&caller, "ns", "semanticmodels", "m")
+                .await
+                .unwrap()
+        );
+        assert!(seen.seen()[1].body["spec"].get("extra").is_none());
+    }
 
     #[test]
     fn a_cached_answer_is_served_until_its_ttl_and_never_after() {

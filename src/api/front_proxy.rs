@@ -81,12 +81,50 @@ impl FrontProxy {
             .filter(|v| !v.is_empty())
             .map(str::to_string)
             .collect();
+        // `X-Remote-Extra-Scopes: a` → extra `scopes: [a]`: the key is the rest of the header
+        // name, lower-cased and percent-decoded, as the API server encodes it.
+        let mut extra: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (name, value) in headers {
+            let name = name.as_str();
+            let Some(key) = self.extra_headers_prefix.iter().find_map(|p| {
+                (name.len() > p.len() && name[..p.len()].eq_ignore_ascii_case(p))
+                    .then(|| &name[p.len()..])
+            }) else {
+                continue;
+            };
+            let (Some(key), Ok(value)) = (percent_decode(key), value.to_str()) else {
+                continue;
+            };
+            extra
+                .entry(key.to_lowercase())
+                .or_default()
+                .push(value.to_string());
+        }
         Some(Caller {
             username,
             uid: first(&self.uid_headers),
             groups,
+            extra,
         })
     }
+}
+
+/// `%xx` escapes decoded; `None` when an escape is malformed or the result is not UTF-8.
+fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 /// The subject common name of a DER certificate (`None` when it has none or does not parse).
@@ -189,12 +227,26 @@ mod tests {
         h.append("x-remote-group", "system:authenticated".parse().unwrap());
         h.insert("x-remote-uid", "u-1".parse().unwrap());
         h.insert("authorization", "Bearer ignored".parse().unwrap());
+        h.append("x-remote-extra-scopes", "read".parse().unwrap());
+        h.append("X-Remote-Extra-Scopes", "write".parse().unwrap());
+        h.append(
+            "x-remote-extra-authentication.kubernetes.io%2fnode-name",
+            "node-1".parse().unwrap(),
+        );
+        h.append("x-remote-extra-bad%zz", "dropped".parse().unwrap());
         assert_eq!(
             fp.caller(&h),
             Some(Caller {
                 username: "alice".into(),
                 uid: Some("u-1".into()),
                 groups: vec!["team-a".into(), "system:authenticated".into()],
+                extra: BTreeMap::from([
+                    (
+                        "authentication.kubernetes.io/node-name".into(),
+                        vec!["node-1".into()]
+                    ),
+                    ("scopes".into(), vec!["read".into(), "write".into()]),
+                ]),
             })
         );
     }

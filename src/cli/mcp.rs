@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use hyper::header::HeaderValue;
 use rmcp::ServiceExt;
 use serde_json::Value;
 
@@ -19,7 +18,7 @@ impl Reader for ReadApi {
     /// The kubeconfig's user (or `--token`) asks: stdio carries no credentials of its own.
     fn ask<'a>(
         &'a self,
-        _authorization: Option<&'a HeaderValue>,
+        _request: Option<&'a hyper::http::request::Parts>,
         ns: &'a str,
         query: Query,
     ) -> BoxFuture<'a, anyhow::Result<(u16, Value)>> {

@@ -12,7 +12,7 @@ use axum::body::Body;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use http_body_util::BodyExt;
-use hyper::header::{AUTHORIZATION, HeaderValue};
+use hyper::header::AUTHORIZATION;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::Value;
@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
 use super::server::{Reader, SemopsMcp};
+use crate::api::auth::Peer;
 use crate::client::{Family, Query};
 
 /// The endpoint's path on the API port.
@@ -37,18 +38,25 @@ struct InProcess {
 impl Reader for InProcess {
     fn ask<'a>(
         &'a self,
-        authorization: Option<&'a HeaderValue>,
+        request: Option<&'a hyper::http::request::Parts>,
         ns: &'a str,
         query: Query,
     ) -> BoxFuture<'a, anyhow::Result<(u16, Value)>> {
+        let request_parts = request;
         async move {
             let crate::client::Request { method, path, body } = query.request(ns, Family::Direct);
             let mut request = hyper::Request::builder()
                 .method(method)
                 .uri(path)
                 .header("content-type", "application/json");
-            if let Some(a) = authorization {
+            let outer = request_parts;
+            if let Some(a) = outer.and_then(|p| p.headers.get(AUTHORIZATION)) {
                 request = request.header(AUTHORIZATION, a.clone());
+            }
+            // The connection's peer goes along, so failed tokens count against it as on the
+            // read API (a front-proxy identity never does: it is not a header).
+            if let Some(peer) = outer.and_then(|p| p.extensions.get::<Peer>()) {
+                request = request.extension(*peer);
             }
             let payload = body.map(|b| b.to_string()).unwrap_or_default();
             let response = self
@@ -92,4 +100,60 @@ pub fn router(api: Router, shutdown: CancellationToken) -> Router {
         config,
     );
     Router::new().route_service(PATH, service)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The in-process request carries the caller's token and connection peer, and nothing
+    /// else of the outer request: failed tokens over /mcp count against the peer as on the
+    /// read API.
+    #[tokio::test]
+    async fn a_tool_call_asks_as_the_callers_token_and_peer() {
+        let echo = Router::new().fallback(|req: axum::extract::Request| async move {
+            let peer = req.extensions().get::<Peer>().map(|p| p.0.to_string());
+            let auth = req
+                .headers()
+                .get(AUTHORIZATION)
+                .map(|a| a.to_str().unwrap().to_string());
+            let proxied = req
+                .extensions()
+                .get::<crate::api::auth::Proxied>()
+                .is_some();
+            axum::Json(serde_json::json!({"peer": peer, "authorization": auth, "proxied": proxied}))
+        });
+        let reader = InProcess { api: echo };
+        let outer = hyper::Request::builder()
+            .header(AUTHORIZATION, "Bearer tok")
+            .header("x-remote-user", "mallory")
+            .extension(Peer("192.0.2.7".parse().unwrap()))
+            .extension(crate::api::auth::Proxied(crate::api::auth::Caller {
+                username: "front-proxied".into(),
+                uid: None,
+                groups: vec![],
+                extra: Default::default(),
+            }))
+            .body(())
+            .unwrap();
+        let (parts, ()) = outer.into_parts();
+        let (status, body) = reader
+            .ask(Some(&parts), "ns", Query::Metric { id: "x".into() })
+            .await
+            .unwrap();
+        assert_eq!(status, 200);
+        assert_eq!(
+            body,
+            serde_json::json!({"peer": "192.0.2.7", "authorization": "Bearer tok", "proxied": false})
+        );
+        // stdio and tests without an HTTP request: neither.
+        let (_, body) = reader
+            .ask(None, "ns", Query::Metric { id: "x".into() })
+            .await
+            .unwrap();
+        assert_eq!(
+            body,
+            serde_json::json!({"peer": null, "authorization": null, "proxied": false})
+        );
+    }
 }

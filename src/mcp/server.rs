@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use hyper::header::HeaderValue;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
@@ -25,11 +24,12 @@ use crate::client::Query;
 
 /// Asks the read API as the caller: the kubeconfig's user (stdio) or the HTTP caller's token.
 pub trait Reader: Send + Sync + 'static {
-    /// `(status, body)` of one read-API question in namespace `ns`; `authorization` is the
-    /// `Authorization` header of the MCP request that asks (HTTP transport only).
+    /// `(status, body)` of one read-API question in namespace `ns`; `request` is the HTTP
+    /// request that carried the MCP request (HTTP transport only): its `Authorization` header
+    /// and its connection's peer are the caller's.
     fn ask<'a>(
         &'a self,
-        authorization: Option<&'a HeaderValue>,
+        request: Option<&'a hyper::http::request::Parts>,
         ns: &'a str,
         query: Query,
     ) -> BoxFuture<'a, anyhow::Result<(u16, Value)>>;
@@ -37,11 +37,9 @@ pub trait Reader: Send + Sync + 'static {
     fn default_namespace(&self) -> Option<String>;
 }
 
-/// The `Authorization` header of the HTTP request carrying this MCP request (none on stdio).
-fn authorization(ctx: &RequestContext<RoleServer>) -> Option<&HeaderValue> {
-    ctx.extensions
-        .get::<hyper::http::request::Parts>()
-        .and_then(|p| p.headers.get(hyper::header::AUTHORIZATION))
+/// The HTTP request carrying this MCP request (none on stdio).
+fn http_request(ctx: &RequestContext<RoleServer>) -> Option<&hyper::http::request::Parts> {
+    ctx.extensions.get::<hyper::http::request::Parts>()
 }
 
 /// `?namespace=` of the HTTP endpoint's URL (`/mcp?namespace=team-a`), for `resources/list`.
@@ -103,7 +101,7 @@ impl SemopsMcp {
         ns: &str,
         query: Query,
     ) -> Result<Value, CallToolResult> {
-        match self.reader.ask(authorization(ctx), ns, query).await {
+        match self.reader.ask(http_request(ctx), ns, query).await {
             Ok((200, body)) => Ok(body),
             Ok((status, body)) => {
                 let field = |k: &str| body.get(k).and_then(Value::as_str).unwrap_or("");
