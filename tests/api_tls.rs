@@ -485,3 +485,175 @@ async fn past_the_in_flight_limit_requests_are_shed_and_slow_ones_time_out_in_th
     assert!(b.to_ascii_lowercase().contains("retry-after: 1"), "{b}");
     stop.cancel();
 }
+
+/// A connection from `source` (a loopback address) to the server.
+async fn connect_from(source: &str, port: u16) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{source}:0").parse().unwrap()).unwrap();
+    socket
+        .connect(format!("127.0.0.1:{port}").parse().unwrap())
+        .await
+        .unwrap()
+}
+
+/// Whether the server closes `s` (EOF or reset) before `bound` (which only bounds how long a
+/// failure takes to report).
+async fn closed_by_server(s: &mut tokio::net::TcpStream, bound: Duration) -> bool {
+    let mut buf = vec![];
+    tokio::time::timeout(bound, s.read_to_end(&mut buf))
+        .await
+        .is_ok()
+}
+
+#[tokio::test]
+async fn one_peer_cannot_take_every_connection() {
+    // Silent connections are held for the whole test (a long first-bytes deadline).
+    let (port, stop) = serve_with(
+        echo(),
+        None,
+        Limits {
+            max_connections: 100,
+            max_connections_per_peer: 2,
+            header_read_timeout: Duration::from_secs(600),
+            ..Limits::default()
+        },
+    )
+    .await;
+    let mut held = vec![];
+    for _ in 0..2 {
+        held.push(connect_from("127.0.0.1", port).await);
+    }
+    // Let the accept loop take both before the third arrives (it takes them in order).
+    let mut probe = connect_from("127.0.0.3", port).await;
+    probe
+        .write_all(b"GET /whoami HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    probe.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    // The same peer's third connection is closed at once; another peer's is served.
+    let mut third = connect_from("127.0.0.1", port).await;
+    assert!(
+        closed_by_server(&mut third, Duration::from_secs(30)).await,
+        "over the peer's share: closed (the held ones would wait 600 s)"
+    );
+    let mut other = connect_from("127.0.0.2", port).await;
+    other
+        .write_all(b"GET /whoami HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    other.read_to_string(&mut answer).await.unwrap();
+    assert!(
+        answer.starts_with("HTTP/1.1 200") && answer.ends_with("nobody"),
+        "{answer}"
+    );
+    // A held connection that closes gives its place back.
+    drop(held.pop());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut s = connect_from("127.0.0.1", port).await;
+        s.write_all(b"GET /whoami HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = String::new();
+        let _ = s.read_to_string(&mut answer).await;
+        if answer.starts_with("HTTP/1.1 200") {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the place never came back"
+        );
+        tokio::task::yield_now().await;
+    }
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn a_connection_that_never_speaks_is_closed_at_the_header_deadline() {
+    let (port, stop) = serve_with(
+        echo(),
+        None,
+        Limits {
+            header_read_timeout: Duration::from_millis(300),
+            ..Limits::default()
+        },
+    )
+    .await;
+    // Not one byte: before HTTP/1 or HTTP/2 is known.
+    let mut silent = connect_from("127.0.0.1", port).await;
+    assert!(
+        closed_by_server(&mut silent, Duration::from_secs(30)).await,
+        "a silent connection is cut off"
+    );
+    stop.cancel();
+}
+
+/// A router that answers `/slow` after 800 ms (longer than the idle timeout below).
+fn with_slow_route() -> Router {
+    echo().route(
+        "/slow",
+        get(|| async {
+            tokio::time::sleep(Duration::from_millis(800)).await;
+            "done"
+        }),
+    )
+}
+
+#[tokio::test]
+async fn idle_connections_are_closed_but_not_while_a_request_runs() {
+    let (port, stop) = serve_with(
+        with_slow_route(),
+        None,
+        Limits {
+            idle_timeout: Duration::from_millis(300),
+            ..Limits::default()
+        },
+    )
+    .await;
+    // HTTP/1.1 keep-alive: a request longer than the idle timeout is answered; afterwards the
+    // connection, idle, is closed.
+    let mut s = connect_from("127.0.0.1", port).await;
+    s.write_all(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = vec![0u8; 4096];
+    let mut got = String::new();
+    while !got.ends_with("done") {
+        let n = s.read(&mut buf).await.unwrap();
+        assert!(n > 0, "closed before the answer: {got}");
+        got.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    assert!(got.starts_with("HTTP/1.1 200"), "{got}");
+    assert!(
+        closed_by_server(&mut s, Duration::from_secs(30)).await,
+        "an idle keep-alive connection is closed"
+    );
+
+    // HTTP/2 (prior knowledge): the same for a multiplexed connection.
+    let tcp = connect_from("127.0.0.1", port).await;
+    let (mut sender, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tcp),
+    )
+    .await
+    .unwrap();
+    let conn = tokio::spawn(conn);
+    let response = sender
+        .send_request(
+            hyper::Request::get("http://x/slow")
+                .body(http_body_util::Empty::<hyper::body::Bytes>::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let ended = tokio::time::timeout(Duration::from_secs(30), conn).await;
+    assert!(
+        ended.is_ok(),
+        "an idle HTTP/2 connection is closed by the server"
+    );
+    stop.cancel();
+}

@@ -140,13 +140,22 @@ pub struct RunArgs {
     /// Read API: open connections at most (more are closed at once).
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
     api_max_connections: u32,
+    /// Read API: open connections from one address at most (more from it are closed at once);
+    /// the API server's front-proxy connections do not count once their certificate verified.
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..))]
+    api_max_connections_per_peer: u32,
+    /// Read API: a connection with no request in flight for this long is closed (HTTP/1.1
+    /// keep-alive and HTTP/2 alike).
+    #[arg(long, default_value = "120s", value_parser = parse_duration)]
+    api_idle_timeout: Duration,
     /// Read API: requests handled at once (more get 503 OVERLOADED with Retry-After).
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
     api_max_in_flight: u32,
     /// Read API: longest a request may take (503 TIMED_OUT past it).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     api_request_timeout: Duration,
-    /// Read API: longest a client may take for its TLS handshake and its request headers.
+    /// Read API: longest a client may take for its TLS handshake, its first bytes (before the
+    /// protocol is known) and its request headers.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     api_header_read_timeout: Duration,
     /// Read API: how long a stale report (`GET stale-schemas|stale-entities`) is served again
@@ -206,6 +215,8 @@ impl RunArgs {
                 .collect(),
             api_limits: crate::api::listen::Limits {
                 max_connections: self.api_max_connections as usize,
+                max_connections_per_peer: self.api_max_connections_per_peer as usize,
+                idle_timeout: self.api_idle_timeout,
                 max_in_flight: self.api_max_in_flight as usize,
                 request_timeout: self.api_request_timeout,
                 header_read_timeout: self.api_header_read_timeout,
