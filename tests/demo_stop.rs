@@ -1,7 +1,8 @@
 //! Stopping the demo stops everything it started. `hack/demo` runs in a process group of its
 //! own, as under a terminal; once it says "The demo is running" it is stopped (a) with SIGINT to
-//! the whole group, as a terminal's Ctrl-C does, (b) with SIGTERM to the script alone, as a
-//! supervisor does, and (c) with SIGINT after its containerd was killed. Each time the script
+//! the whole group, as a terminal's Ctrl-C does, and (b) with SIGTERM to the script alone, as a
+//! supervisor does, after its containerd was killed (so the cgroup fallback has to stop the
+//! Pods' processes). Each time the script
 //! exits within [`STOP_BOUND`] (the README's bound) and leaves nothing: no process in the node's
 //! cgroups, no `semops run`, no `pause`, no containerd shim or node daemon, no listener on the
 //! node's address, no bridge, no Pod network namespace, no process of the demo's directory.
@@ -165,20 +166,23 @@ fn the_demo_stops_everything_it_started() {
     signal(&format!("-{}", demo.id()), "-INT");
     stopped_cleanly(demo, "SIGINT to the group", &log);
 
-    // (b) A supervisor: SIGTERM to the script alone, which waits on a background child.
-    let log = dir.join("sigterm.log");
-    let demo = start_demo(&log);
-    signal(&demo.id().to_string(), "-TERM");
-    stopped_cleanly(demo, "SIGTERM to the script", &log);
-
-    // (c) containerd gone first: the fallback still stops the Pods' processes.
-    let log = dir.join("containerd-killed.log");
+    // (b) A supervisor's SIGTERM to the script alone (which waits on a background child), after
+    // containerd died: the cgroup fallback still stops the Pods' processes.
+    let log = dir.join("sigterm-containerd-killed.log");
     let demo = start_demo(&log);
     let containerd =
         std::fs::read_to_string(format!("{ROOT}/target/demo/cluster/pids/containerd.pid"))
             .expect("the demo's containerd pid file");
-    signal(containerd.trim(), "-KILL");
-    std::thread::sleep(Duration::from_secs(1));
-    signal(&format!("-{}", demo.id()), "-INT");
-    stopped_cleanly(demo, "SIGINT after containerd was killed", &log);
+    let containerd = containerd.trim().to_string();
+    signal(&containerd, "-KILL");
+    let gone = Instant::now() + Duration::from_secs(30);
+    while std::path::Path::new(&format!("/proc/{containerd}/stat")).exists()
+        && std::fs::read_to_string(format!("/proc/{containerd}/stat"))
+            .is_ok_and(|s| !s.contains(") Z "))
+    {
+        assert!(Instant::now() < gone, "containerd survived SIGKILL");
+        std::thread::yield_now();
+    }
+    signal(&demo.id().to_string(), "-TERM");
+    stopped_cleanly(demo, "SIGTERM to the script after containerd was killed", &log);
 }
