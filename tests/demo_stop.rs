@@ -184,5 +184,9 @@ fn the_demo_stops_everything_it_started() {
         std::thread::yield_now();
     }
     signal(&demo.id().to_string(), "-TERM");
-    stopped_cleanly(demo, "SIGTERM to the script after containerd was killed", &log);
+    stopped_cleanly(
+        demo,
+        "SIGTERM to the script after containerd was killed",
+        &log,
+    );
 }

@@ -92,7 +92,7 @@ impl FrontProxy {
             }) else {
                 continue;
             };
-            let (Some(key), Ok(value)) = (percent_decode(key), value.to_str()) else {
+            let (Some(key), Ok(value)) = (super::paths::decode_segment(key), value.to_str()) else {
                 continue;
             };
             extra
@@ -107,24 +107,6 @@ impl FrontProxy {
             extra,
         })
     }
-}
-
-/// `%xx` escapes decoded; `None` when an escape is malformed or the result is not UTF-8.
-fn percent_decode(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 /// The subject common name of a DER certificate (`None` when it has none or does not parse).

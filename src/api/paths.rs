@@ -115,6 +115,25 @@ pub fn encode_segment(s: &str) -> String {
         .collect()
 }
 
+/// `%xx` escapes decoded (the inverse of [`encode_segment`]); `None` when an escape is
+/// malformed or the result is not UTF-8.
+pub fn decode_segment(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -243,9 +243,9 @@ fn columns_query(columns: &[String]) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn every_query_fills_a_route_the_server_serves() {
-        let queries = [
+    /// Questions of every kind, with names that need quoting and encoding.
+    fn direct_queries() -> Vec<Query> {
+        vec![
             Query::Lookup {
                 object_type: "table".into(),
                 full_name: "hr.`a.b`.t x".into(),
@@ -297,7 +297,12 @@ mod tests {
             Query::Metric {
                 id: "0190-a/b".into(),
             },
-        ];
+        ]
+    }
+
+    #[test]
+    fn every_query_fills_a_route_the_server_serves() {
+        let queries = direct_queries();
         let want = [
             (
                 "GET",
@@ -336,15 +341,15 @@ mod tests {
         }
     }
 
-    #[test]
-    fn every_query_has_its_aggregated_twin_with_dotted_quoted_names() {
+    /// Questions with the aggregated request each must make.
+    fn aggregated_cases() -> Vec<(Query, &'static str, String)> {
         let q = |catalog: &str, schema: &str, name: Option<&str>| Query::Models {
             catalog: catalog.into(),
             schema: schema.into(),
             name: name.map(str::to_string),
         };
         let agg = "/apis/query.semops.io/v1alpha1/namespaces/ns";
-        let cases = [
+        vec![
             (
                 Query::Lookup {
                     object_type: "view".into(),
@@ -456,7 +461,12 @@ mod tests {
                 "GET",
                 format!("{agg}/models/c.%60a.b%60.m/versions"),
             ),
-        ];
+        ]
+    }
+
+    #[test]
+    fn every_query_has_its_aggregated_twin_with_dotted_quoted_names() {
+        let cases = aggregated_cases();
         for (query, method, path) in cases {
             let r = query.request("ns", Family::Aggregated);
             assert_eq!((r.method, r.path), (method, path), "{query:?}");
@@ -465,64 +475,10 @@ mod tests {
 
     #[test]
     fn both_families_of_every_question_reach_the_same_handler() {
-        let queries = [
-            Query::Lookup {
-                object_type: "view".into(),
-                full_name: "c.s.v".into(),
-            },
-            Query::Metrics {
-                catalog: "c".into(),
-                schema: "s".into(),
-                details: false,
-            },
-            Query::Models {
-                catalog: "c".into(),
-                schema: "s".into(),
-                name: None,
-            },
-            Query::Models {
-                catalog: "c".into(),
-                schema: "s".into(),
-                name: Some("m".into()),
-            },
-            Query::ModelLineage {
-                catalog: "c".into(),
-                schema: "s".into(),
-                name: "m".into(),
-            },
-            Query::NamespaceModels {
-                catalog: None,
-                schema: None,
-            },
-            Query::Metric { id: "x".into() },
-            Query::ModelRevision {
-                catalog: "c".into(),
-                schema: "s".into(),
-                name: "m".into(),
-                revision: 1,
-            },
-            Query::History {
-                catalog: "c".into(),
-                schema: "s".into(),
-                name: "m".into(),
-            },
-            Query::SourceLineage {
-                object_type: "table".into(),
-                full_name: "c.s.t".into(),
-            },
-            Query::Stale {
-                catalog: "c".into(),
-            },
-            Query::Impact {
-                object_type: "table".into(),
-                full_name: "c.s.t".into(),
-                columns: vec![],
-            },
-            Query::Reconcile {
-                catalog: "c".into(),
-                dry_run: true,
-            },
-        ];
+        let queries: Vec<Query> = direct_queries()
+            .into_iter()
+            .chain(aggregated_cases().into_iter().map(|(q, _, _)| q))
+            .collect();
         for q in &queries {
             let r = q.route();
             assert!(

@@ -205,27 +205,10 @@ pub fn parse_model_uri(uri: &str) -> Option<[String; 4]> {
     let rest = uri.strip_prefix("semops://")?;
     let parts: Vec<String> = rest
         .split('/')
-        .map(decode_segment)
+        .map(crate::api::paths::decode_segment)
         .collect::<Option<Vec<_>>>()?;
     let parts: [String; 4] = parts.try_into().ok()?;
     parts.iter().all(|p| !p.is_empty()).then_some(parts)
-}
-
-fn decode_segment(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 fn text(v: &Value) -> String {
