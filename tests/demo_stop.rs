@@ -76,6 +76,9 @@ fn leftovers() -> Vec<String> {
 fn start_demo(log: &std::path::Path) -> Child {
     let mut child = Command::new(format!("{ROOT}/hack/demo"))
         .current_dir(ROOT)
+        // This build's binary: a `cargo build` in the demo would replace it (without the
+        // test-only failpoints) under the suites that run after this one.
+        .env("SEMOPS_BIN", env!("CARGO_BIN_EXE_semops"))
         .process_group(0)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
