@@ -110,7 +110,24 @@ fn start(kind: Kind) -> Env {
         work_dir,
     };
     if install_crds {
-        env.kubectl_ok(&["apply", "-f", &format!("{ROOT}/crds/")]);
+        // Right after the API server answers, a write can still be refused for a moment (its
+        // bootstrap is not finished): retried, within a bound that only limits how long a
+        // failure takes to report. A panic here would start a second cluster in the same
+        // directory from the next test's thread.
+        let crds = format!("{ROOT}/crds/");
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let out = env.kubectl(&["apply", "-f", &crds]);
+            if out.status.success() {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "kubectl apply -f crds/ kept failing: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
         env.kubectl_ok(&[
             "wait",
             "--for",
