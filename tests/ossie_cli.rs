@@ -2,27 +2,22 @@
 //! several documents per file, every version and shape, chosen export versions and formats, and
 //! bad input that must end with a clear message, exit code 1 and nothing written.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Output;
+
+#[path = "support/semops_cli.rs"]
+mod semops_cli;
+
+use semops_cli::semops;
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    semops_cli::scratch(&format!("ossie-cli-{name}"))
+}
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/ossie");
 
-fn semops(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_semops"))
-        .args(args)
-        .output()
-        .expect("semops runs")
-}
-
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("ossie-cli-{name}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 fn import(file: &Path) -> Output {

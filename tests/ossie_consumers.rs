@@ -12,6 +12,7 @@ use std::sync::OnceLock;
 use serde_json::Value;
 use support::ROOT;
 use support::db::{postgres, unique};
+use support::semops_cli::semops_ok as semops;
 
 /// The consumers' venv (installed once per machine).
 fn venv() -> &'static Path {
@@ -29,24 +30,8 @@ fn venv() -> &'static Path {
     })
 }
 
-fn semops(args: &[&str]) -> std::process::Output {
-    let out = Command::new(env!("CARGO_BIN_EXE_semops"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "semops {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
 fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("ossie-consumers-{name}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    support::semops_cli::scratch(&format!("ossie-consumers-{name}"))
 }
 
 /// A model in the shape dbt's reader takes: qualified sources that name dbt models, key columns

@@ -229,7 +229,7 @@ fn run(cmd: OssieCommand) -> anyhow::Result<()> {
             eprintln!(
                 "exported {} model(s) as Ossie {}",
                 models.len(),
-                ossie_version.version()
+                ossie_version.version
             );
         }
     }

@@ -230,12 +230,6 @@ impl Target {
             _ => None,
         }
     }
-    pub fn version(self) -> &'static str {
-        self.version
-    }
-    pub fn shape(self) -> Shape {
-        self.shape
-    }
     pub fn with_shape(self, shape: Shape) -> Target {
         Target { shape, ..self }
     }

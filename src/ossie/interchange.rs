@@ -28,10 +28,10 @@ pub const OSSIE_EXTRAS_ANNOTATION: &str = "semops.io/ossie-extras";
 pub enum InterchangeError {
     #[error("{0}")]
     Refused(#[from] Refused),
-    #[error("{at}({name}): {path}: {message}")]
+    #[error("{}({name}): {path}: {message}", .item.map(|i| format!("semantic_model[{i}] ")).unwrap_or_default())]
     Invalid {
-        /// `semantic_model[i] ` in the wrapped shape, empty in the root shape.
-        at: String,
+        /// The model's index in a wrapped document's list (`None` in the root shape).
+        item: Option<usize>,
         name: String,
         path: String,
         message: String,
@@ -200,18 +200,15 @@ pub fn import(doc: &Value, target: &ImportTarget) -> Result<Vec<SemanticModel>, 
         .iter()
         .enumerate()
         .map(|(index, item)| {
-            let at = match document.shape {
-                Shape::Wrapped => format!("semantic_model[{index}] "),
-                Shape::Root => String::new(),
-            };
-            import_model(item, &at, &document, target)
+            let at = (document.shape == Shape::Wrapped).then_some(index);
+            import_model(item, at, &document, target)
         })
         .collect()
 }
 
 fn import_model(
     item: &Map<String, Value>,
-    at: &str,
+    at: Option<usize>,
     document: &document::Document,
     target: &ImportTarget,
 ) -> Result<SemanticModel, InterchangeError> {
@@ -220,7 +217,7 @@ fn import_model(
         _ => "<unnamed>".into(),
     };
     let invalid = |path: String, message: String| InterchangeError::Invalid {
-        at: at.to_string(),
+        item: at,
         name: label.clone(),
         path,
         message,
@@ -476,7 +473,7 @@ pub fn export(models: &[SemanticModel], to: Option<Target>) -> Result<Exported, 
         };
         pairs.push((model, extras.root));
     }
-    let (documents, more) = document::write(&pairs, to.version(), to.shape());
+    let (documents, more) = document::write(&pairs, to.version, to.shape);
     warnings.extend(more);
     Ok(Exported {
         documents,
@@ -519,33 +516,26 @@ pub fn check(doc: &Value) -> (usize, Vec<OssieProblem>) {
         source_catalog: Some("ossie".into()),
         source_schema: Some("ossie".into()),
     };
-    let prefix = |shape: Option<Shape>, index: usize| match shape {
-        Some(Shape::Wrapped) => format!("$.semantic_model[{index}]"),
-        _ => "$".to_string(),
+    // A JSON path to the model: its item of a wrapped document's list, or the root.
+    let prefix = |item: Option<usize>| match item {
+        Some(i) => format!("$.semantic_model[{i}]"),
+        None => "$".to_string(),
     };
-    let shape = document::read(doc).ok().map(|d| d.shape);
     match import(doc, &target) {
         Err(InterchangeError::Invalid {
-            at,
+            item,
             name,
             path,
             message,
-        }) => {
-            let index = at
-                .trim_start_matches("semantic_model[")
-                .trim_end_matches("] ")
-                .parse()
-                .unwrap_or(0);
-            (
-                0,
-                vec![OssieProblem {
-                    object: format!("model {name}"),
-                    path: format!("{}.{path}", prefix(shape, index)),
-                    message,
-                    reason: "SchemaMismatch".into(),
-                }],
-            )
-        }
+        }) => (
+            0,
+            vec![OssieProblem {
+                object: format!("model {name}"),
+                path: format!("{}.{path}", prefix(item)),
+                message,
+                reason: "SchemaMismatch".into(),
+            }],
+        ),
         Err(e) => (
             0,
             vec![OssieProblem {
@@ -560,6 +550,9 @@ pub fn check(doc: &Value) -> (usize, Vec<OssieProblem>) {
                 .iter()
                 .enumerate()
                 .flat_map(|(index, m)| {
+                    let wrapped = annotation(m, OSSIE_SHAPE_ANNOTATION)
+                        .is_some_and(|s| s == Shape::Wrapped.as_str());
+                    let at = prefix(wrapped.then_some(index));
                     crate::model::validate::validate_definition(&m.spec)
                         .into_iter()
                         .map(move |p| {
@@ -570,9 +563,9 @@ pub fn check(doc: &Value) -> (usize, Vec<OssieProblem>) {
                             OssieProblem {
                                 object: format!("model {}", m.model_name()),
                                 path: if inner.is_empty() {
-                                    prefix(shape, index)
+                                    at.clone()
                                 } else {
-                                    format!("{}.{}", prefix(shape, index), camel_to_snake(inner))
+                                    format!("{at}.{}", camel_to_snake(inner))
                                 },
                                 message: p.message,
                                 reason: p.reason.condition_reason().to_string(),
