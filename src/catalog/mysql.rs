@@ -32,6 +32,10 @@ pub struct MysqlProvider {
 
 /// Ids name no server (see the module docs).
 const ID_PREFIX: &str = "my";
+/// Largest packet read from the server (what semops asks for answers in short rows).
+const MAX_PACKET: usize = 4 << 20;
+/// MySQL's limit on the columns of one table: a longer column answer per relation is not read.
+const MAX_COLUMNS: usize = 4096;
 
 /// What a server tells once per pool.
 #[derive(Clone, Debug)]
@@ -110,6 +114,9 @@ impl MysqlProvider {
             .db_name(settings.database.clone())
             .ssl_opts(ssl)
             .prefer_socket(false)
+            // Set here, so the server's own value (which a hostile one chooses) is not used:
+            // no packet larger than this is buffered.
+            .max_allowed_packet(Some(MAX_PACKET))
             .pool_opts(
                 PoolOpts::default()
                     .with_constraints(constraints)
@@ -218,14 +225,52 @@ impl MysqlProvider {
         }
     }
 
+    /// The rows of one statement, read as they arrive and at most `max_rows` of them, each
+    /// converted to `T` without panicking (the server describes its own answer, so a hostile
+    /// one can send other types than asked for, or more rows than any real answer has).
+    async fn rows<T, Q, P>(
+        &self,
+        conn: &mut mysql_async::Conn,
+        sql: Q,
+        params: P,
+        max_rows: usize,
+    ) -> Result<Vec<T>, ProviderError>
+    where
+        T: mysql_async::prelude::FromRow + Send + 'static,
+        Q: mysql_async::prelude::StatementLike,
+        P: Into<mysql_async::Params> + Send,
+    {
+        let mut answer = conn
+            .exec_iter(sql, params)
+            .await
+            .map_err(|e| self.classify(&e))?;
+        let mut rows = Vec::new();
+        while let Some(row) = answer.next().await.map_err(|e| self.classify(&e))? {
+            if rows.len() == max_rows {
+                return Err(ProviderError::Protocol(format!(
+                    "the server answered more than {max_rows} rows to a catalog query"
+                )));
+            }
+            rows.push(mysql_async::from_row_opt::<T>(row).map_err(|_| {
+                ProviderError::Protocol("a row of the server's answer has unexpected types".into())
+            })?);
+        }
+        Ok(rows)
+    }
+
     async fn facts(&self, conn: &mut mysql_async::Conn) -> Result<ServerFacts, ProviderError> {
         if let Some(f) = self.server.get() {
             return Ok(f.clone());
         }
-        let row: Option<(String, u64, u8)> = conn
-            .query_first("SELECT VERSION(), @@server_id, @@lower_case_table_names")
-            .await
-            .map_err(|e| self.classify(&e))?;
+        let row: Option<(String, u64, u8)> = self
+            .rows(
+                conn,
+                "SELECT VERSION(), @@server_id, @@lower_case_table_names",
+                (),
+                1,
+            )
+            .await?
+            .pop();
         let (version, server_id, lctn) = row.ok_or_else(|| {
             ProviderError::Protocol("empty reply to the server facts query".into())
         })?;
@@ -240,10 +285,7 @@ impl MysqlProvider {
         let identity = if mariadb {
             format!("mariadb:server_id={server_id}")
         } else {
-            let uuid: Option<String> = conn
-                .query_first("SELECT @@server_uuid")
-                .await
-                .map_err(|e| self.classify(&e))?;
+            let uuid: Option<String> = self.rows(conn, "SELECT @@server_uuid", (), 1).await?.pop();
             format!("mysql:{}", uuid.unwrap_or_default())
         };
         // Readable only with PROCESS, checked only when rows are read (LIMIT 0 passes without
@@ -350,10 +392,9 @@ impl MysqlProvider {
              WHERE (TABLE_SCHEMA, TABLE_NAME) IN ({})",
             placeholders(wanted.len() / 2, "(?, ?)")
         );
-        let rows: Vec<(String, String, String)> = conn
-            .exec(sql, wanted)
-            .await
-            .map_err(|e| self.classify(&e))?;
+        // Case-insensitive names may match more than one stored object per pair.
+        let most = wanted.len() * 4;
+        let rows: Vec<(String, String, String)> = self.rows(conn, sql, wanted, most).await?;
         Ok(rows
             .into_iter()
             .map(|(schema, name, ty)| {
@@ -384,10 +425,8 @@ impl MysqlProvider {
             "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME IN ({})",
             placeholders(wanted.len(), "?")
         );
-        let rows: Vec<String> = conn
-            .exec(sql, wanted)
-            .await
-            .map_err(|e| self.classify(&e))?;
+        let most = wanted.len() * 4;
+        let rows: Vec<String> = self.rows(conn, sql, wanted, most).await?;
         Ok(rows.iter().map(|s| fold(lower, s)).collect())
     }
 
@@ -462,10 +501,8 @@ impl MysqlProvider {
         );
         let params: Vec<mysql_async::Value> =
             wanted.iter().map(|(_, n)| n.as_str().into()).collect();
-        let rows: Vec<(String, u64)> = conn
-            .exec(sql, params)
-            .await
-            .map_err(|e| self.classify(&e))?;
+        let most = params.len() * 4;
+        let rows: Vec<(String, u64)> = self.rows(conn, sql, params, most).await?;
         let ids: HashMap<String, u64> = rows.into_iter().collect();
         for (i, name) in &wanted {
             if let (Some(id), Probe::Present { native_id, .. }) = (ids.get(name), &mut answers[*i])
@@ -489,13 +526,15 @@ impl MysqlProvider {
             let (Some(view), Ok(id)) = (facts.innodb_view, id.parse::<u64>()) else {
                 return Ok(None);
             };
-            let name: Option<String> = conn
-                .exec_first(
+            let name: Option<String> = self
+                .rows(
+                    &mut conn,
                     format!("SELECT NAME FROM information_schema.{view} WHERE TABLE_ID = ?"),
                     (id,),
+                    1,
                 )
-                .await
-                .map_err(|e| self.classify(&e))?;
+                .await?
+                .pop();
             return Ok(name.and_then(|n| {
                 n.split_once('/').map(|(s, t)| Found {
                     target: ProbeTarget::relation(s, t),
@@ -577,10 +616,8 @@ impl MysqlProvider {
         );
         let mut params: Vec<mysql_async::Value> = vec![json.into()];
         params.extend(folded.into_iter().flatten().map(mysql_async::Value::from));
-        let rows: Vec<(u64, String, String)> = conn
-            .exec(sql, params)
-            .await
-            .map_err(|e| self.classify(&e))?;
+        let most = relations.len().saturating_mul(MAX_COLUMNS);
+        let rows: Vec<(u64, String, String)> = self.rows(&mut conn, sql, params, most).await?;
         group_columns(
             &relations,
             rows.into_iter().map(|(ord, column, data_type)| {

@@ -7,6 +7,10 @@
 //!
 //! It wraps the TCP socket (to follow a `prefer` connection that falls back to plaintext after
 //! the server declines TLS) and the TLS stream (to see the startup exchange inside TLS).
+//!
+//! After the startup it keeps reading message headers: tokio-postgres reserves a buffer of the
+//! length a message declares before its bytes arrive, so a hostile server declaring 4 GiB
+//! would cost that much. A message longer than [`MAX_MESSAGE`] fails the connection instead.
 
 use std::io;
 use std::pin::Pin;
@@ -26,6 +30,10 @@ pub struct Refuse {
 
 const SSL_REQUEST: [u8; 8] = [0, 0, 0, 8, 4, 210, 22, 47];
 
+/// Longest server message accepted. What semops asks for answers in rows of a few names; the
+/// longest message PostgreSQL itself sends to it is an error or notice of a few kilobytes.
+pub const MAX_MESSAGE: u32 = 1 << 20;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
     /// Raw socket before the client spoke: the first write says whether TLS is asked for.
@@ -44,7 +52,7 @@ enum Phase {
     Skip {
         left: u32,
     },
-    /// Authentication is over (or TLS carries it): bytes pass through.
+    /// TLS carries the rest (the TLS layer's guard reads it): bytes pass through.
     Done,
 }
 
@@ -109,11 +117,14 @@ impl<S> AuthGuard<S> {
                         continue;
                     }
                     let len = self.message_len();
+                    if len > MAX_MESSAGE {
+                        return Err(
+                            "the server declared a message longer than any PostgreSQL answer to semops (1 MiB)",
+                        );
+                    }
                     let body = len.saturating_sub(4);
                     self.phase = match self.header[0] {
                         b'R' if body >= 4 => Phase::AuthCode { have: 0 },
-                        // An error ends the startup; the client reports it.
-                        b'E' => Phase::Done,
                         _ => Phase::Skip { left: body },
                     };
                 }
@@ -126,7 +137,6 @@ impl<S> AuthGuard<S> {
                     }
                     let len = self.message_len();
                     match u32::from_be_bytes(self.code) {
-                        0 => self.phase = Phase::Done,
                         3 if self.refuse.cleartext => {
                             return Err(
                                 "the server asked for the password in clear text (set sslMode: disable explicitly to allow that)",
@@ -170,8 +180,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for AuthGuard<S> {
         let this = &mut *self;
         match Pin::new(&mut this.inner).poll_read(cx, buf) {
             Poll::Ready(Ok(())) if this.phase != Phase::Done => {
-                let fresh = buf.filled()[before..].to_vec();
-                if let Err(why) = this.inspect(&fresh) {
+                if let Err(why) = this.inspect(&buf.filled()[before..]) {
                     // Never let the client see the request: it would answer it.
                     buf.set_filled(before);
                     return Poll::Ready(Err(io::Error::new(io::ErrorKind::PermissionDenied, why)));
@@ -324,6 +333,29 @@ mod tests {
         let error = message(b'E', b"SFATAL\0Mno such role\0\0");
         for v in verdicts(inside_tls, &error) {
             assert_eq!(v, Ok(()));
+        }
+    }
+
+    #[test]
+    fn declared_lengths_past_the_bound_fail_before_and_after_authentication() {
+        let mut ok = auth(0, &[]);
+        for _ in 0..50 {
+            ok.extend(message(b'D', b"\0\x01\0\0\0\x03abc"));
+        }
+        ok.extend(message(b'N', &[b'x'; 4096]));
+        for v in verdicts(inside_tls, &ok) {
+            assert_eq!(v, Ok(()));
+        }
+        for huge in [MAX_MESSAGE + 1, u32::MAX] {
+            let mut header = vec![b'D'];
+            header.extend(huge.to_be_bytes());
+            let mut after = ok.clone();
+            after.extend(&header);
+            for server in [header.clone(), after] {
+                for v in verdicts(inside_tls, &server) {
+                    assert!(v.unwrap_err().contains("longer than"), "{huge}");
+                }
+            }
         }
     }
 

@@ -23,6 +23,9 @@ use super::{
 use crate::crd::catalog::SslMode;
 
 const RELKINDS: &str = "('r','p','f','v','m')";
+/// PostgreSQL's limit on the columns of one table: a column answer longer than this per
+/// relation is not PostgreSQL's, and is not read further.
+const MAX_COLUMNS: usize = 1600;
 
 pub struct PostgresProvider {
     pool: Pool,
@@ -106,15 +109,40 @@ impl PostgresProvider {
         client: &deadpool_postgres::Object,
         sql: &str,
         params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+        max_rows: usize,
     ) -> Result<Vec<tokio_postgres::Row>, ProviderError> {
         let statement = client
             .prepare_cached(sql)
             .await
             .map_err(|e| self.classify(&e))?;
-        client
-            .query(&statement, params)
+        self.rows(client, &statement, params, max_rows).await
+    }
+
+    /// The rows of one query, read as they arrive and at most `max_rows` of them: a server that
+    /// answers more is not PostgreSQL answering semops's question, and is not read further.
+    async fn rows<T: ?Sized + tokio_postgres::ToStatement>(
+        &self,
+        client: &deadpool_postgres::Object,
+        statement: &T,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+        max_rows: usize,
+    ) -> Result<Vec<tokio_postgres::Row>, ProviderError> {
+        use futures::TryStreamExt;
+        let stream = client
+            .query_raw(statement, params.iter().copied())
             .await
-            .map_err(|e| self.classify(&e))
+            .map_err(|e| self.classify(&e))?;
+        let mut stream = std::pin::pin!(stream);
+        let mut rows = Vec::new();
+        while let Some(row) = stream.try_next().await.map_err(|e| self.classify(&e))? {
+            if rows.len() == max_rows {
+                return Err(ProviderError::Protocol(format!(
+                    "the server answered more than {max_rows} rows to a catalog query"
+                )));
+            }
+            rows.push(row);
+        }
+        Ok(rows)
     }
 
     fn pool_error(&self, e: PoolError) -> ProviderError {
@@ -190,15 +218,19 @@ impl PostgresProvider {
     async fn id_prefix(&self, client: &deadpool_postgres::Object) -> Result<String, ProviderError> {
         self.id_prefix
             .get_or_try_init(|| async {
-                let row = client
-                    .query_one(
+                let rows = self
+                    .rows(
+                        client,
                         "SELECT (SELECT system_identifier FROM pg_catalog.pg_control_system())::text, \
                          (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())::bigint",
                         &[],
+                        1,
                     )
-                    .await
-                    .map_err(|e| self.classify(&e))?;
-                Ok::<_, ProviderError>(format!("pg:{}:{}", row.get::<_, String>(0), row.get::<_, i64>(1)))
+                    .await?;
+                let row = rows.first().ok_or_else(|| {
+                    ProviderError::Protocol("no answer to the server identity query".into())
+                })?;
+                Ok::<_, ProviderError>(format!("pg:{}:{}", col::<String>(row, 0)?, col::<i64>(row, 1)?))
             })
             .await
             .cloned()
@@ -230,11 +262,12 @@ impl PostgresProvider {
                     "SELECT n.oid::bigint FROM unnest($1::text[]) WITH ORDINALITY AS t(s, ord) \
                      LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = t.s ORDER BY t.ord",
                     &[&schema_names],
+                    schema_names.len(),
                 )
                 .await?;
             expect_rows(rows.len(), schema_names.len())?;
             for (row, &i) in rows.iter().zip(&schema_idx) {
-                if let Some(oid) = row.get::<_, Option<i64>>(0) {
+                if let Some(oid) = col::<Option<i64>>(row, 0)? {
                     answers[i] = Probe::Present {
                         object_type: ObjectType::Schema,
                         native_id: format!("{prefix}:n{oid}"),
@@ -253,12 +286,13 @@ impl PostgresProvider {
                          ORDER BY t.ord"
                     ),
                     &[&rel_schemas, &rel_names],
+                    rel_names.len(),
                 )
                 .await?;
             expect_rows(rows.len(), rel_names.len())?;
             for (row, &i) in rows.iter().zip(&rel_idx) {
-                if let Some(oid) = row.get::<_, Option<i64>>(0) {
-                    let kind: String = row.get(1);
+                if let Some(oid) = col::<Option<i64>>(row, 0)? {
+                    let kind: String = col(row, 1)?;
                     answers[i] = Probe::Present {
                         object_type: relkind_type(&kind)?,
                         native_id: format!("{prefix}:r{oid}"),
@@ -285,31 +319,34 @@ impl PostgresProvider {
         };
         match tag {
             'n' => {
-                let rows = client
-                    .query("SELECT nspname::text FROM pg_catalog.pg_namespace WHERE oid = $1::bigint::oid", &[&oid])
-                    .await
-                    .map_err(|e| self.classify(&e))?;
-                Ok(rows.first().map(|r| Found {
-                    target: ProbeTarget::schema(r.get::<_, String>(0)),
-                    object_type: ObjectType::Schema,
-                }))
+                let rows = self
+                    .rows(&client, "SELECT nspname::text FROM pg_catalog.pg_namespace WHERE oid = $1::bigint::oid", &[&oid], 1)
+                    .await?;
+                match rows.first() {
+                    None => Ok(None),
+                    Some(r) => Ok(Some(Found {
+                        target: ProbeTarget::schema(col::<String>(r, 0)?),
+                        object_type: ObjectType::Schema,
+                    })),
+                }
             }
             'r' => {
-                let rows = client
-                    .query(
+                let rows = self
+                    .rows(
+                        &client,
                         &format!(
                             "SELECT n.nspname::text, c.relname::text, c.relkind::text FROM pg_catalog.pg_class c \
                              JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1::bigint::oid AND c.relkind IN {RELKINDS}"
                         ),
                         &[&oid],
+                        1,
                     )
-                    .await
-                    .map_err(|e| self.classify(&e))?;
+                    .await?;
                 match rows.first() {
                     None => Ok(None),
                     Some(r) => Ok(Some(Found {
-                        target: ProbeTarget::relation(r.get::<_, String>(0), r.get::<_, String>(1)),
-                        object_type: relkind_type(&r.get::<_, String>(2))?,
+                        target: ProbeTarget::relation(col::<String>(r, 0)?, col::<String>(r, 1)?),
+                        object_type: relkind_type(&col::<String>(r, 2)?)?,
                     })),
                 }
             }
@@ -323,8 +360,9 @@ impl PostgresProvider {
         name: &str,
     ) -> Result<Option<Vec<Column>>, ProviderError> {
         let client = self.client().await?;
-        let rows = client
-            .query(
+        let rows = self
+            .rows(
+                &client,
                 &format!(
                     "SELECT c.oid::bigint, a.attname::text, format_type(a.atttypid, a.atttypmod) FROM pg_catalog.pg_class c \
                      JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
@@ -332,23 +370,22 @@ impl PostgresProvider {
                      WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN {RELKINDS} ORDER BY a.attnum"
                 ),
                 &[&schema, &name],
+                MAX_COLUMNS + 1,
             )
-            .await
-            .map_err(|e| self.classify(&e))?;
+            .await?;
         if rows.is_empty() {
             return Ok(None);
         }
-        Ok(Some(
-            rows.iter()
-                .filter_map(|r| {
-                    let name = r.get::<_, Option<String>>(1)?;
-                    Some(Column::new(
-                        name,
-                        r.get::<_, Option<String>>(2).unwrap_or_default(),
-                    ))
-                })
-                .collect(),
-        ))
+        let mut columns = Vec::new();
+        for r in &rows {
+            if let Some(name) = col::<Option<String>>(r, 1)? {
+                columns.push(Column::new(
+                    name,
+                    col::<Option<String>>(r, 2)?.unwrap_or_default(),
+                ));
+            }
+        }
+        Ok(Some(columns))
     }
 
     /// Every column of every relation target, in one query.
@@ -375,17 +412,19 @@ impl PostgresProvider {
                      ORDER BY t.ord, a.attnum"
                 ),
                 &[&schemas, &names],
+                relations.len().saturating_mul(MAX_COLUMNS),
             )
             .await?;
-        group_columns(
-            &relations,
-            rows.iter().map(|r| {
-                (
-                    r.get(0),
-                    Column::new(r.get::<_, String>(1), r.get::<_, String>(2)),
-                )
-            }),
-        )
+        let columns = rows
+            .iter()
+            .map(|r| {
+                Ok((
+                    col::<i64>(r, 0)?,
+                    Column::new(col::<String>(r, 1)?, col::<String>(r, 2)?),
+                ))
+            })
+            .collect::<Result<Vec<_>, ProviderError>>()?;
+        group_columns(&relations, columns)
     }
 }
 
@@ -393,10 +432,7 @@ impl CatalogProvider for PostgresProvider {
     async fn check_connection(&self) -> Result<(), ProviderError> {
         with_deadline(self.deadline(), async {
             let client = self.client().await?;
-            client
-                .simple_query("SELECT 1")
-                .await
-                .map_err(|e| self.classify(&e))?;
+            self.rows(&client, "SELECT 1", &[], 1).await?;
             self.id_prefix(&client).await.map(drop)
         })
         .await
@@ -469,6 +505,19 @@ fn split_local_id(local: &str) -> Option<(char, i64)> {
         return None;
     }
     Some((tag, oid.parse().ok()?))
+}
+
+/// Column `i` of a row as `T`. The server describes its own answer, so a hostile one can send
+/// other types than the query asks for: an error, never a panic.
+fn col<'a, T: tokio_postgres::types::FromSql<'a>>(
+    row: &'a tokio_postgres::Row,
+    i: usize,
+) -> Result<T, ProviderError> {
+    row.try_get(i).map_err(|_| {
+        ProviderError::Protocol(format!(
+            "column {i} of the server's answer has an unexpected type"
+        ))
+    })
 }
 
 fn expect_rows(got: usize, want: usize) -> Result<(), ProviderError> {

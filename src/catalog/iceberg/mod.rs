@@ -28,8 +28,11 @@ use super::{
 /// search answers an error (doubt), never "not found".
 pub const MAX_RENAME_CANDIDATES: usize = 500;
 /// Largest answer read from the catalog (metadata of a table with a long history is big even
-/// with `snapshots=refs`).
-const MAX_BODY: usize = 32 * 1024 * 1024;
+/// with `snapshots=refs`). Bodies are parsed into typed values that keep only what semops
+/// reads, so an answer's cost in memory stays close to this.
+pub const MAX_BODY: usize = 16 * 1024 * 1024;
+/// Largest error answer read: only its `error.type` is used.
+pub const MAX_ERROR_BODY: usize = 64 * 1024;
 
 /// Iceberg REST settings of a Catalog (`spec.connection.uri`, `warehouse`, `oauth2`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -221,11 +224,26 @@ impl IcebergProvider {
                 }
             })?;
             let status = response.status();
-            let body = http_body_util::Limited::new(response.into_body(), MAX_BODY)
+            let limit = if status.is_success() {
+                MAX_BODY
+            } else {
+                MAX_ERROR_BODY
+            };
+            let body = match http_body_util::Limited::new(response.into_body(), limit)
                 .collect()
                 .await
-                .map_err(|e| ProviderError::Protocol(format!("{what}: reading the answer: {e}")))?
-                .to_bytes();
+            {
+                Ok(body) => body.to_bytes(),
+                // An error answer is classified by its status alone when its body is too long.
+                Err(e) if !status.is_success() && e.is::<http_body_util::LengthLimitError>() => {
+                    Bytes::new()
+                }
+                Err(e) => {
+                    return Err(ProviderError::Protocol(format!(
+                        "{what}: reading the answer (at most {limit} bytes): {e}"
+                    )));
+                }
+            };
             Ok((status, body))
         };
         tokio::time::timeout(self.timeout, work)

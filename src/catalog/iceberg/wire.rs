@@ -5,7 +5,6 @@
 use std::time::Duration;
 
 use serde::Deserialize;
-use serde_json::Value;
 
 use crate::catalog::{Column, Credentials, ObjectType, ProviderError};
 
@@ -25,26 +24,35 @@ pub struct Endpoint {
 #[derive(Deserialize, Default)]
 struct ConfigResponse {
     #[serde(default)]
-    defaults: serde_json::Map<String, Value>,
+    defaults: ConfigValues,
     #[serde(default)]
-    overrides: serde_json::Map<String, Value>,
+    overrides: ConfigValues,
+}
+
+/// The two config keys semops reads (every other key is skipped unread).
+#[derive(Deserialize, Default)]
+struct ConfigValues {
+    #[serde(default)]
+    prefix: Scalar,
+    #[serde(rename = "namespace-separator", default)]
+    separator: Scalar,
 }
 
 /// The endpoint from a config answer: overrides win over defaults.
 pub fn endpoint_from_config(body: &[u8]) -> Result<Endpoint, ProviderError> {
-    let config: ConfigResponse = serde_json::from_slice(body)
-        .map_err(|e| ProviderError::Protocol(format!("GET /v1/config: {e}")))?;
-    let get = |k: &str| {
-        config
-            .overrides
-            .get(k)
-            .or_else(|| config.defaults.get(k))
-            .and_then(Value::as_str)
-            .map(str::to_string)
-    };
+    let config: ConfigResponse = parse(body, "GET /v1/config")?;
+    let (o, d) = (config.overrides, config.defaults);
     Ok(Endpoint {
-        prefix: get("prefix").filter(|p| !p.is_empty()),
-        separator: get("namespace-separator").unwrap_or_else(|| DEFAULT_SEPARATOR.into()),
+        prefix: o
+            .prefix
+            .text()
+            .or(d.prefix.text())
+            .filter(|p| !p.is_empty()),
+        separator: o
+            .separator
+            .text()
+            .or(d.separator.text())
+            .unwrap_or_else(|| DEFAULT_SEPARATOR.into()),
     })
 }
 
@@ -130,55 +138,163 @@ pub struct Loaded {
     pub columns: Vec<Column>,
 }
 
+// Answers are read into these typed values, never into a `serde_json::Value` tree: a field
+// semops does not read is skipped without being kept, so what a server's body costs in memory
+// is a small multiple of the few parts semops uses, not of the whole body (a `Value` tree of a
+// body of small numbers is about sixteen times its size). serde_json refuses nesting deeper
+// than 128 levels.
+
+#[derive(Deserialize)]
+struct LoadResult<M> {
+    metadata: Option<M>,
+}
+
+#[derive(Deserialize)]
+struct TableMetadata {
+    #[serde(rename = "table-uuid")]
+    uuid: Option<String>,
+    #[serde(rename = "current-schema-id")]
+    current_schema_id: Option<i64>,
+    schemas: Option<Vec<Schema>>,
+    /// Format v1's single schema.
+    schema: Option<Schema>,
+}
+
+#[derive(Deserialize)]
+struct ViewMetadata {
+    #[serde(rename = "view-uuid")]
+    uuid: Option<String>,
+    #[serde(rename = "current-version-id")]
+    current_version_id: Option<i64>,
+    versions: Option<Vec<ViewVersion>>,
+    schemas: Option<Vec<Schema>>,
+}
+
+#[derive(Deserialize)]
+struct ViewVersion {
+    #[serde(rename = "version-id")]
+    version_id: Option<i64>,
+    #[serde(rename = "schema-id")]
+    schema_id: Option<i64>,
+}
+
+#[derive(Deserialize)]
+struct Schema {
+    #[serde(rename = "schema-id")]
+    id: Option<i64>,
+    fields: Option<Vec<Field>>,
+}
+
+#[derive(Deserialize)]
+struct Field {
+    name: Option<String>,
+    #[serde(rename = "type")]
+    ty: Option<FieldType>,
+}
+
+/// A field's type as the spec writes it: a primitive's name, or an object for struct, list and
+/// map (whose other keys are skipped).
+enum FieldType {
+    Named(String),
+    Struct(Vec<Field>),
+    List(Option<Box<FieldType>>),
+    Map(Option<Box<FieldType>>, Option<Box<FieldType>>),
+    Other(Option<String>),
+}
+
+impl<'de> Deserialize<'de> for FieldType {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = FieldType;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a type name or a nested type object")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<FieldType, E> {
+                Ok(FieldType::Named(v.to_string()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<FieldType, A::Error> {
+                let (mut kind, mut fields, mut element, mut key, mut value) =
+                    (None::<String>, None, None, None, None);
+                while let Some(k) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    match k.as_ref() {
+                        "type" => kind = Some(map.next_value()?),
+                        "fields" => fields = Some(map.next_value::<Vec<Field>>()?),
+                        "element" => element = Some(Box::new(map.next_value()?)),
+                        "key" => key = Some(Box::new(map.next_value()?)),
+                        "value" => value = Some(Box::new(map.next_value()?)),
+                        _ => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(match kind.as_deref() {
+                    Some("struct") => FieldType::Struct(fields.unwrap_or_default()),
+                    Some("list") => FieldType::List(element),
+                    Some("map") => FieldType::Map(key, value),
+                    _ => FieldType::Other(kind),
+                })
+            }
+        }
+        d.deserialize_any(Visit)
+    }
+}
+
+fn parse<'a, T: Deserialize<'a>>(body: &'a [u8], what: &str) -> Result<T, ProviderError> {
+    serde_json::from_slice(body).map_err(|e| ProviderError::Protocol(format!("{what}: {e}")))
+}
+
+fn uuid_of(uuid: Option<String>, what: &str) -> Result<String, ProviderError> {
+    uuid.filter(|u| !u.is_empty())
+        .ok_or_else(|| ProviderError::Protocol(format!("{what} metadata without {what}-uuid")))
+}
+
+/// The schema with `id`, or the last one.
+fn pick(schemas: Option<Vec<Schema>>, id: Option<i64>) -> Option<Schema> {
+    let mut all = schemas?;
+    let at = all
+        .iter()
+        .position(|s| s.id == id)
+        .unwrap_or(all.len().checked_sub(1)?);
+    Some(all.swap_remove(at))
+}
+
 /// `table-uuid` and the current schema's columns of a LoadTableResult.
 pub fn loaded_table(body: &[u8]) -> Result<Loaded, ProviderError> {
-    let v: Value = serde_json::from_slice(body)
-        .map_err(|e| ProviderError::Protocol(format!("table metadata: {e}")))?;
-    let meta = &v["metadata"];
-    let uuid = meta["table-uuid"]
-        .as_str()
-        .filter(|u| !u.is_empty())
-        .ok_or_else(|| ProviderError::Protocol("table metadata without table-uuid".into()))?;
-    let current = meta["current-schema-id"].as_i64();
-    let schema = meta["schemas"]
-        .as_array()
-        .and_then(|all| {
-            all.iter()
-                .find(|s| s["schema-id"].as_i64() == current)
-                .or(all.last())
-        })
-        .or_else(|| meta.get("schema"))
+    let r: LoadResult<TableMetadata> = parse(body, "table metadata")?;
+    let meta = r
+        .metadata
+        .ok_or_else(|| ProviderError::Protocol("a table answer without metadata".into()))?;
+    let uuid = uuid_of(meta.uuid, "table")?;
+    let schema = pick(meta.schemas, meta.current_schema_id)
+        .or(meta.schema)
         .ok_or_else(|| ProviderError::Protocol("table metadata without a schema".into()))?;
     Ok(Loaded {
-        uuid: uuid.to_string(),
+        uuid,
         columns: columns(schema)?,
     })
 }
 
 /// `view-uuid` and the current version's columns of a LoadViewResult.
 pub fn loaded_view(body: &[u8]) -> Result<Loaded, ProviderError> {
-    let v: Value = serde_json::from_slice(body)
-        .map_err(|e| ProviderError::Protocol(format!("view metadata: {e}")))?;
-    let meta = &v["metadata"];
-    let uuid = meta["view-uuid"]
-        .as_str()
-        .filter(|u| !u.is_empty())
-        .ok_or_else(|| ProviderError::Protocol("view metadata without view-uuid".into()))?;
-    let version_id = meta["current-version-id"].as_i64();
-    let schema_id = meta["versions"]
-        .as_array()
-        .and_then(|vs| vs.iter().find(|x| x["version-id"].as_i64() == version_id))
-        .and_then(|x| x["schema-id"].as_i64());
-    let schema = meta["schemas"]
-        .as_array()
-        .and_then(|all| {
-            all.iter()
-                .find(|s| s["schema-id"].as_i64() == schema_id)
-                .or(all.last())
-        })
+    let r: LoadResult<ViewMetadata> = parse(body, "view metadata")?;
+    let meta = r
+        .metadata
+        .ok_or_else(|| ProviderError::Protocol("a view answer without metadata".into()))?;
+    let uuid = uuid_of(meta.uuid, "view")?;
+    let schema_id = meta
+        .versions
+        .unwrap_or_default()
+        .into_iter()
+        .find(|v| v.version_id == meta.current_version_id)
+        .and_then(|v| v.schema_id);
+    let schema = pick(meta.schemas, schema_id)
         .ok_or_else(|| ProviderError::Protocol("view metadata without a schema".into()))?;
     Ok(Loaded {
-        uuid: uuid.to_string(),
+        uuid,
         columns: columns(schema)?,
     })
 }
@@ -186,12 +302,12 @@ pub fn loaded_view(body: &[u8]) -> Result<Loaded, ProviderError> {
 /// The columns of an Iceberg schema: top-level fields by name; fields of a struct also as
 /// `parent.child` (the way an Ossie expression addresses them). Types as the spec writes them
 /// (`long`, `decimal(10,2)`, `struct`, `list<string>`).
-pub fn columns(schema: &Value) -> Result<Vec<Column>, ProviderError> {
+fn columns(schema: Schema) -> Result<Vec<Column>, ProviderError> {
     let mut out = Vec::new();
-    let fields = schema["fields"]
-        .as_array()
+    let fields = schema
+        .fields
         .ok_or_else(|| ProviderError::Protocol("a schema without fields".into()))?;
-    collect(fields, "", &mut out, 0)?;
+    collect(&fields, "", &mut out, 0)?;
     Ok(out)
 }
 
@@ -199,7 +315,7 @@ pub fn columns(schema: &Value) -> Result<Vec<Column>, ProviderError> {
 const MAX_DEPTH: usize = 16;
 
 fn collect(
-    fields: &[Value],
+    fields: &[Field],
     prefix: &str,
     out: &mut Vec<Column>,
     depth: usize,
@@ -208,56 +324,124 @@ fn collect(
         return Err(ProviderError::Protocol("schema nested too deep".into()));
     }
     for f in fields {
-        let name = f["name"]
-            .as_str()
+        let name = f
+            .name
+            .as_deref()
             .ok_or_else(|| ProviderError::Protocol("a field without a name".into()))?;
         let full = if prefix.is_empty() {
             name.to_string()
         } else {
             format!("{prefix}.{name}")
         };
-        out.push(Column::new(full.clone(), type_name(&f["type"])));
-        if let Some(nested) = f["type"]["fields"].as_array()
-            && f["type"]["type"] == "struct"
-        {
+        out.push(Column::new(full.clone(), type_name(f.ty.as_ref(), 0)));
+        if let Some(FieldType::Struct(nested)) = &f.ty {
             collect(nested, &full, out, depth + 1)?;
         }
     }
     Ok(())
 }
 
-fn type_name(t: &Value) -> String {
-    match t {
-        Value::String(s) => s.clone(),
-        Value::Object(o) => match o.get("type").and_then(Value::as_str) {
-            Some("list") => format!("list<{}>", type_name(&t["element"])),
-            Some("map") => format!("map<{},{}>", type_name(&t["key"]), type_name(&t["value"])),
-            Some(other) => other.to_string(),
-            None => "unknown".into(),
-        },
-        _ => "unknown".into(),
+fn type_name(t: Option<&FieldType>, depth: usize) -> String {
+    if depth > MAX_DEPTH {
+        return "unknown".into();
     }
+    let inner = |t: &Option<Box<FieldType>>| type_name(t.as_deref(), depth + 1);
+    match t {
+        Some(FieldType::Named(s)) => s.clone(),
+        Some(FieldType::Struct(_)) => "struct".into(),
+        Some(FieldType::List(element)) => format!("list<{}>", inner(element)),
+        Some(FieldType::Map(k, v)) => format!("map<{},{}>", inner(k), inner(v)),
+        Some(FieldType::Other(Some(kind))) => kind.clone(),
+        Some(FieldType::Other(None)) | None => "unknown".into(),
+    }
+}
+
+/// One scalar a server may send as another type: kept when it is a string or an unsigned
+/// integer, skipped otherwise (a hostile array there costs nothing).
+#[derive(Default)]
+enum Scalar {
+    Text(String),
+    Number(u64),
+    #[default]
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Scalar {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Scalar;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Scalar, E> {
+                Ok(Scalar::Text(v.to_string()))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Scalar, E> {
+                Ok(Scalar::Number(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Scalar, E> {
+                Ok(Scalar::Other)
+            }
+            fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Scalar, E> {
+                Ok(Scalar::Other)
+            }
+            fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Scalar, E> {
+                Ok(Scalar::Other)
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<Scalar, E> {
+                Ok(Scalar::Other)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Scalar, A::Error> {
+                while a.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(Scalar::Other)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Scalar, A::Error> {
+                while a
+                    .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                    .is_some()
+                {}
+                Ok(Scalar::Other)
+            }
+        }
+        d.deserialize_any(Visit)
+    }
+}
+
+impl Scalar {
+    fn text(self) -> Option<String> {
+        match self {
+            Scalar::Text(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct IdentifierPage {
+    identifiers: Option<Vec<Identifier>>,
+    #[serde(rename = "next-page-token", default)]
+    next_page_token: Scalar,
+}
+
+#[derive(Deserialize)]
+struct Identifier {
+    name: Option<String>,
 }
 
 /// One page of a list of tables or views: names and the next page token.
 pub fn identifiers(body: &[u8]) -> Result<(Vec<String>, Option<String>), ProviderError> {
-    let v: Value = serde_json::from_slice(body)
-        .map_err(|e| ProviderError::Protocol(format!("identifier list: {e}")))?;
-    let names = v["identifiers"]
-        .as_array()
+    let page: IdentifierPage = parse(body, "identifier list")?;
+    let names = page
+        .identifiers
         .ok_or_else(|| ProviderError::Protocol("identifier list without identifiers".into()))?
-        .iter()
+        .into_iter()
         .map(|i| {
-            i["name"]
-                .as_str()
-                .map(str::to_string)
+            i.name
                 .ok_or_else(|| ProviderError::Protocol("an identifier without a name".into()))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let next = v["next-page-token"]
-        .as_str()
-        .filter(|t| !t.is_empty())
-        .map(str::to_string);
+    let next = page.next_page_token.text().filter(|t| !t.is_empty());
     Ok((names, next))
 }
 
@@ -276,16 +460,28 @@ impl std::fmt::Debug for Token {
     }
 }
 
+#[derive(Deserialize)]
+struct TokenAnswer {
+    #[serde(default)]
+    access_token: Scalar,
+    #[serde(default)]
+    expires_in: Scalar,
+}
+
 pub fn token(body: &[u8]) -> Result<Token, ProviderError> {
-    let v: Value = serde_json::from_slice(body)
+    let answer: TokenAnswer = serde_json::from_slice(body)
         .map_err(|_| ProviderError::Protocol("the token endpoint did not answer JSON".into()))?;
-    let access_token = v["access_token"]
-        .as_str()
+    let access_token = answer
+        .access_token
+        .text()
         .filter(|t| !t.is_empty())
         .ok_or_else(|| ProviderError::Protocol("the token answer has no access_token".into()))?;
     Ok(Token {
-        access_token: access_token.to_string(),
-        expires_in: v["expires_in"].as_u64().map(Duration::from_secs),
+        access_token,
+        expires_in: match answer.expires_in {
+            Scalar::Number(n) => Some(Duration::from_secs(n)),
+            _ => None,
+        },
     })
 }
 
@@ -302,16 +498,29 @@ pub fn refresh_after(ttl: Duration) -> Duration {
 /// identifier) leave semops; the server's message goes to the debug log, scrubbed (a server may
 /// echo what it was sent), and its `stack` nowhere.
 pub fn classify(status: u16, body: &[u8], what: &str, credentials: &Credentials) -> ProviderError {
-    let error = serde_json::from_slice::<Value>(body)
+    #[derive(Deserialize, Default)]
+    struct Answer {
+        #[serde(default)]
+        error: Option<ErrorModel>,
+    }
+    #[derive(Deserialize, Default)]
+    struct ErrorModel {
+        #[serde(rename = "type", default)]
+        kind: Scalar,
+        #[serde(default)]
+        message: Scalar,
+    }
+    let error = serde_json::from_slice::<Answer>(body)
         .ok()
-        .map(|v| v["error"].clone())
-        .unwrap_or(Value::Null);
-    let kind = error["type"]
-        .as_str()
+        .and_then(|a| a.error)
+        .unwrap_or_default();
+    let kind = error
+        .kind
+        .text()
         .filter(|t| is_identifier(t))
         .map(|t| format!(" {t}"))
         .unwrap_or_default();
-    let message = error["message"].as_str().unwrap_or("");
+    let message = error.message.text().unwrap_or_default();
     let ours = match status {
         401 | 419 => "the catalog refused the credentials of spec.connection.credentialsSecretRef",
         403 => "the catalog's user may not read this; grant it read access to the namespaces",
@@ -320,7 +529,7 @@ pub fn classify(status: u16, body: &[u8], what: &str, credentials: &Credentials)
     };
     let detail = format!(
         "{what}: {}",
-        credentials.server_said(ours, &format!("HTTP {status}{kind}"), message)
+        credentials.server_said(ours, &format!("HTTP {status}{kind}"), &message)
     );
     match status {
         401 | 419 => ProviderError::AuthFailed(detail),
@@ -453,6 +662,52 @@ mod tests {
         let deep = json!({"metadata": {"table-uuid": "x", "current-schema-id": 0,
             "schemas": [{"schema-id": 0, "fields": [{"id": 1, "name": "f", "type": t}]}]}});
         assert!(loaded_table(deep.to_string().as_bytes()).is_err());
+    }
+
+    #[test]
+    fn hostile_answers_are_errors_or_skipped_never_kept() {
+        // Parts semops does not read are skipped whatever they hold.
+        let big = format!(
+            r#"{{"metadata": {{"table-uuid": "T", "current-schema-id": 0, "snapshots": [{}0],
+                "properties": {{"a": {{"b": [1, 2, {{"c": null}}]}}}},
+                "schemas": [{{"schema-id": 0, "fields": [{{"name": "id", "type": "long", "doc": [1,2,3]}}]}}]}}}}"#,
+            "0,".repeat(100_000)
+        );
+        let t = loaded_table(big.as_bytes()).unwrap();
+        assert_eq!((t.uuid.as_str(), t.columns.len()), ("T", 1));
+        // JSON nested past serde_json's limit, anywhere: an error, not a stack overflow.
+        let deep = format!(
+            r#"{{"metadata": {{"x": {}1{}}}}}"#,
+            "[".repeat(5000),
+            "]".repeat(5000)
+        );
+        assert!(matches!(
+            loaded_table(deep.as_bytes()),
+            Err(ProviderError::Protocol(_))
+        ));
+        let deep_type = format!(
+            r#"{{"metadata": {{"table-uuid": "T", "schemas": [{{"fields": [{{"name": "f", "type": {}"int"{}}}]}}]}}}}"#,
+            r#"{"type": "list", "element": "#.repeat(300),
+            "}".repeat(300)
+        );
+        assert!(loaded_table(deep_type.as_bytes()).is_err());
+        // Wrong types where scalars belong: skipped, not an error (and never echoed).
+        let t = token(br#"{"access_token": "abc", "expires_in": [1, 2, 3]}"#).unwrap();
+        assert_eq!(t.expires_in, None);
+        assert!(token(br#"{"access_token": {"nested": "abc"}}"#).is_err());
+        let e = classify(
+            500,
+            br#"{"error": {"type": ["x"], "message": {"m": 1}}}"#,
+            "x",
+            &Credentials::new("", ""),
+        )
+        .to_string();
+        assert!(e.contains("HTTP 500") && !e.contains('['), "{e}");
+        let (names, next) = identifiers(
+            br#"{"identifiers": [{"namespace": ["a"], "name": "t"}], "next-page-token": 7}"#,
+        )
+        .unwrap();
+        assert_eq!((names, next), (vec!["t".to_string()], None));
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! Only the bootstrap servers are ever connected to: any broker answers metadata, so the
 //! brokers a cluster advertises are not needed (and stay out of the egress allow-list's way).
 
+mod frame_check;
 mod sasl;
 mod wire;
 

@@ -18,8 +18,9 @@ use super::sasl::{Scram, ScramError, plain};
 use crate::catalog::{Credentials, ProviderError};
 use crate::crd::catalog::SaslMechanism;
 
-/// Largest response semops accepts: a metadata answer for a batch of topics is far smaller.
-const MAX_FRAME: usize = 64 << 20;
+/// Largest response semops accepts. A metadata answer for a batch of topics is far smaller; the
+/// frame is read as it arrives, so a broker that only declares this much costs nothing.
+pub const MAX_FRAME: usize = 16 << 20;
 
 trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
@@ -245,8 +246,26 @@ impl Conn {
             .ok()
             .filter(|l| *l <= MAX_FRAME)
             .ok_or_else(|| ProviderError::Protocol(format!("a response frame of {len} bytes")))?;
-        let mut buf = vec![0u8; len];
-        self.stream.read_exact(&mut buf).await.map_err(io)?;
+        // Grown as bytes arrive (never reserved from the declared length).
+        let mut buf = Vec::new();
+        (&mut self.stream)
+            .take(len as u64)
+            .read_to_end(&mut buf)
+            .await
+            .map_err(io)?;
+        if buf.len() < len {
+            return Err(ProviderError::Unreachable(format!(
+                "the broker closed the connection {} bytes into a {len}-byte response",
+                buf.len()
+            )));
+        }
+        let flexible_header = R::Response::header_version(version) >= 1;
+        super::frame_check::check(&buf, R::KEY, version, flexible_header).map_err(|e| {
+            ProviderError::Protocol(format!(
+                "a malformed {:?} v{version} response: {e}",
+                api(R::KEY)
+            ))
+        })?;
         decode::<R>(Bytes::from(buf), version, self.correlation)
     }
 }
