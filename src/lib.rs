@@ -15,6 +15,7 @@ pub mod client;
 pub mod controller;
 pub mod crd;
 pub mod failpoint;
+pub mod fair;
 pub mod index;
 pub mod leader;
 pub mod lineage;
