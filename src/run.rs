@@ -48,6 +48,8 @@ pub struct RunConfig {
     pub drift_interval: Duration,
     /// Check rounds running at once across all Catalogs.
     pub max_concurrent_rounds: usize,
+    /// The share of one namespace (`None`: half of `max_concurrent_rounds`).
+    pub max_rounds_per_namespace: Option<usize>,
     /// ControllerRevisions kept per model.
     pub revision_history_limit: i64,
     /// Address of the read API.
@@ -253,6 +255,7 @@ pub async fn run(
         drift_interval: cfg.drift_interval,
         revision_history_limit: cfg.revision_history_limit,
         max_concurrent_rounds: cfg.max_concurrent_rounds,
+        max_rounds_per_namespace: cfg.max_rounds_per_namespace,
         triggers: Some(triggers.clone()),
         stale_caches,
         ..ContextConfig::new(client.clone(), stores, leader.clone())

@@ -65,6 +65,9 @@ pub struct CheckMetrics {
     pub probes: Counter<u64, AtomicU64>,
     /// Rounds running now (bounded by `--max-concurrent-rounds`).
     pub rounds_in_flight: Gauge<i64, std::sync::atomic::AtomicI64>,
+    /// Rounds, source visits and connection checks put off because their namespace's share
+    /// of slots (or every slot) was taken.
+    pub deferred: Counter<u64, AtomicU64>,
 }
 
 impl CheckMetrics {
@@ -77,6 +80,7 @@ impl CheckMetrics {
             probe_latency: Histogram::new(exponential_buckets(0.0002, 2.0, 16)),
             probes: Counter::default(),
             rounds_in_flight: Gauge::default(),
+            deferred: Counter::default(),
         };
         registry.register(
             "semops_check_rounds",
@@ -112,6 +116,11 @@ impl CheckMetrics {
             "semops_check_rounds_in_flight",
             "Check rounds running now",
             m.rounds_in_flight.clone(),
+        );
+        registry.register(
+            "semops_checks_deferred",
+            "Rounds, source visits and connection checks put off because their namespace's share of slots was taken",
+            m.deferred.clone(),
         );
         m
     }

@@ -1,5 +1,6 @@
 //! Stale reports for the API: one live scan per catalog at a time (single flight), reused for a
-//! short while, and at most a few catalogs scanned at once. A flood of `GET stale-entities`
+//! short while, and at most a few catalogs scanned at once, one namespace at most half of them
+//! (a freed scan goes to the waiting namespace scanning the fewest). A flood of `GET stale-entities`
 //! therefore costs one dry-run round per catalog per [`FRESH_FOR`], never the controllers' round
 //! slots; a reused report says its age (`Age` header).
 
@@ -7,9 +8,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
+use crate::fair::FairSlots;
 use crate::reconcile::plan::StaleReport;
 
 /// How long a report is served again instead of scanning anew.
@@ -23,7 +24,7 @@ type Slot = Arc<tokio::sync::Mutex<Option<(Instant, StaleReport)>>>;
 
 pub struct Reports {
     fresh_for: Duration,
-    scans: Semaphore,
+    scans: Arc<FairSlots>,
     slots: Mutex<HashMap<String, Slot>>,
 }
 
@@ -37,7 +38,7 @@ impl Reports {
     pub fn new(fresh_for: Duration, scans_at_once: usize) -> Self {
         Reports {
             fresh_for,
-            scans: Semaphore::new(scans_at_once),
+            scans: FairSlots::new(scans_at_once, FairSlots::default_share(scans_at_once)),
             slots: Mutex::new(HashMap::new()),
         }
     }
@@ -66,7 +67,8 @@ impl Reports {
                 return Ok((report.clone(), age));
             }
         }
-        let _scan = self.scans.acquire().await.expect("never closed");
+        let namespace = key.split('/').next().unwrap_or_default();
+        let _scan = self.scans.acquire(namespace).await;
         let report = scan().await?;
         *held = Some((Instant::now(), report.clone()));
         Ok((report, Duration::ZERO))

@@ -81,6 +81,10 @@ pub struct RunArgs {
     /// Check rounds running at once across all Catalogs.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
     max_concurrent_rounds: u16,
+    /// Of those, and of connection checks (twice as many), the most one namespace may hold:
+    /// a namespace whose Catalogs all time out cannot delay another's. Default: half.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    max_rounds_per_namespace: Option<u16>,
     /// Address of the read API (Gravitino REST paths).
     #[arg(long, env = "SEMOPS_API_ADDR", default_value = "0.0.0.0:8090")]
     api_addr: SocketAddr,
@@ -203,6 +207,7 @@ impl RunArgs {
             watch_namespace: self.watch_namespace,
             drift_interval: self.drift_interval,
             max_concurrent_rounds: self.max_concurrent_rounds as usize,
+            max_rounds_per_namespace: self.max_rounds_per_namespace.map(usize::from),
             revision_history_limit: self.revision_history_limit,
             api_addr: self.api_addr,
             api_auth: self.api_auth == ApiAuth::Kubernetes,

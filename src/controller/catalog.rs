@@ -66,7 +66,9 @@ pub async fn reconcile(cat: Arc<Catalog>, ctx: Arc<Context>) -> Result<Action, E
     );
     let next_check_at = match visit {
         Visit::Now(trigger) => {
-            let round = check::run_round(&ctx, &cat, trigger, Act::Record).await?;
+            let Some(round) = check::try_run_round(&ctx, &cat, trigger, Act::Record).await? else {
+                return Ok(Action::requeue(busy_retry()));
+            };
             let recheck = if round.result == CheckResult::CatalogUnreachable {
                 RECHECK_UNREACHABLE
             } else {
@@ -97,19 +99,29 @@ pub async fn reconcile(cat: Arc<Catalog>, ctx: Arc<Context>) -> Result<Action, E
     } else if round_failed {
         // A passing `SELECT 1` proves nothing about probes that failed (e.g. a revoked
         // privilege): until the next recorded round, recovery is judged by a dry-run round.
-        check::run_round(&ctx, &cat, Trigger::Periodic, Act::DryRun)
-            .await?
-            .reachable
+        match check::try_run_round(&ctx, &cat, Trigger::Periodic, Act::DryRun).await? {
+            Some(round) => round.reachable,
+            None => return Ok(Action::requeue(busy_retry())),
+        }
     } else if sources_only {
         match ctx.checks.source_visit_due(&key, ctx.drift_interval) {
-            None => check::visit_sources(&ctx, &cat).await?,
+            None => match check::visit_sources(&ctx, &cat).await? {
+                Some(seen) => seen,
+                None => return Ok(Action::requeue(busy_retry())),
+            },
             Some(left) => {
                 wake = wake.min(left);
-                check_reachable(&ctx, &cat).await?
+                match check_reachable(&ctx, &cat).await? {
+                    Some(seen) => seen,
+                    None => return Ok(Action::requeue(busy_retry())),
+                }
             }
         }
     } else {
-        check_reachable(&ctx, &cat).await?
+        match check_reachable(&ctx, &cat).await? {
+            Some(seen) => seen,
+            None => return Ok(Action::requeue(busy_retry())),
+        }
     };
     if sources_only && let Some(left) = ctx.checks.next_source_visit(&key) {
         wake = wake.min(left);
@@ -145,15 +157,27 @@ pub async fn reconcile(cat: Arc<Catalog>, ctx: Arc<Context>) -> Result<Action, E
 
 /// Checks the connection of a probed catalog: Secret, settings, pool, `SELECT 1`. Every failure
 /// becomes a `Reachable=False` verdict with a category reason and a message without secrets.
-async fn check_reachable(ctx: &Context, cat: &Catalog) -> Result<Desired, Error> {
+/// A connection check within the namespace's share of probe slots; `None` without checking
+/// when that share is taken (the reconcile comes back later, its status unchanged).
+async fn check_reachable(ctx: &Context, cat: &Catalog) -> Result<Option<Desired>, Error> {
+    let Some(_permit) = ctx.checks.try_probe(&cat.namespace().unwrap_or_default()) else {
+        ctx.metrics.checks.deferred.inc();
+        return Ok(None);
+    };
     let (provider, endpoint) = match provider_from(&ctx.client, &ctx.providers, cat).await? {
         Ok(p) => p,
-        Err(no) => return Ok(unreachable(no.reason, no.message)),
+        Err(no) => return Ok(Some(unreachable(no.reason, no.message))),
     };
-    Ok(match provider.check_connection().await {
+    Ok(Some(match provider.check_connection().await {
         Ok(()) => connected(cat),
         Err(e) => unreachable(e.category(), format!("{endpoint}: {e}")),
-    })
+    }))
+}
+
+/// When a reconcile whose namespace's share was taken comes back: soon, spread over 2–4 s so
+/// the waiting Catalogs of one namespace do not return in step.
+fn busy_retry() -> Duration {
+    Duration::from_millis(2000 + rand::random::<u64>() % 2000)
 }
 
 /// Time left until `at` (zero when past; a long wait when there is none).

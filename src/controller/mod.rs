@@ -93,6 +93,8 @@ pub struct ContextConfig {
     pub revision_history_limit: i64,
     /// Global bound on concurrent check rounds.
     pub max_concurrent_rounds: usize,
+    /// The most rounds one namespace holds at once (`None`: half of all).
+    pub max_rounds_per_namespace: Option<usize>,
     /// Requeues models when a round fed new drift (none in single-object tools and tests).
     pub triggers: Option<Triggers>,
     /// Writes refused as stale, per kind (shared with the watches that act on it).
@@ -113,6 +115,7 @@ impl ContextConfig {
             drift_interval: Duration::from_secs(600),
             revision_history_limit: 10,
             max_concurrent_rounds: DEFAULT_MAX_CONCURRENT_ROUNDS,
+            max_rounds_per_namespace: None,
             triggers: None,
             stale_caches: Arc::default(),
         }
@@ -131,7 +134,12 @@ impl Context {
             providers: cfg.providers,
             drift_interval: cfg.drift_interval,
             revision_history_limit: cfg.revision_history_limit,
-            checks: check::Checks::new(cfg.max_concurrent_rounds),
+            checks: check::Checks::with_shares(
+                cfg.max_concurrent_rounds,
+                cfg.max_rounds_per_namespace.unwrap_or_else(|| {
+                    crate::fair::FairSlots::default_share(cfg.max_concurrent_rounds)
+                }),
+            ),
             triggers: cfg.triggers,
             failures: Mutex::default(),
             sources_resolved: Mutex::default(),

@@ -19,7 +19,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kube::ResourceExt;
-use tokio::sync::Semaphore;
 
 use super::writer::Announce;
 use super::{Context, Error};
@@ -29,6 +28,7 @@ use crate::catalog::registry::registry_key;
 use crate::crd::Catalog;
 use crate::crd::catalog::CheckResult;
 use crate::crd::conditions::{ConditionType, Desired};
+use crate::fair::{FairSlots, Permit};
 use crate::policy::schedule::{Trigger, first_visit, jittered};
 use crate::reconcile::Act;
 use crate::reconcile::plan::StaleReport;
@@ -53,8 +53,11 @@ pub struct SourceFeed {
 
 /// Round bookkeeping shared by the controller and the read API.
 pub struct Checks {
-    /// Global bound on concurrent rounds (docs/design.md#scheduling).
-    slots: Semaphore,
+    /// Concurrent rounds (and source visits): a global bound and a per-namespace share
+    /// (docs/design.md#scheduling).
+    rounds: Arc<FairSlots>,
+    /// Concurrent connection checks, bounded the same way.
+    probes: Arc<FairSlots>,
     /// One round per catalog at a time (periodic, annotation and API rounds serialize).
     catalog_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     feeds: Mutex<HashMap<String, SourceFeed>>,
@@ -67,8 +70,16 @@ pub struct Checks {
 
 impl Checks {
     pub fn new(max_rounds: usize) -> Self {
+        Self::with_shares(max_rounds, FairSlots::default_share(max_rounds))
+    }
+
+    /// `max_rounds` rounds at once, at most `per_namespace` of them (and of connection checks,
+    /// of which twice as many run at once) for one namespace.
+    pub fn with_shares(max_rounds: usize, per_namespace: usize) -> Self {
+        let probes = max_rounds.max(1) * 2;
         Self {
-            slots: Semaphore::new(max_rounds.max(1)),
+            rounds: FairSlots::new(max_rounds, per_namespace),
+            probes: FairSlots::new(probes, per_namespace * 2),
             catalog_locks: Mutex::default(),
             feeds: Mutex::default(),
             source_visits: Mutex::default(),
@@ -147,6 +158,12 @@ impl Checks {
         self.bound.lock().expect("bound set poisoned").contains(key)
     }
 
+    /// A connection-check slot for namespace `ns` now, or `None` when its share (or every
+    /// slot) is taken: the caller comes back later instead of holding a reconcile worker.
+    pub fn try_probe(&self, ns: &str) -> Option<Permit> {
+        self.probes.try_acquire(ns)
+    }
+
     pub fn next_source_visit(&self, key: &str) -> Option<Duration> {
         let map = self.source_visits.lock().expect("visit map poisoned");
         map.get(key)
@@ -196,9 +213,9 @@ pub fn column_sources(ctx: &Context, ns: &str, catalog: &str) -> Vec<ProbeTarget
     v
 }
 
-/// Runs one round of `cat` now, after the catalog's lock and a global slot. `Act::Record` needs
-/// leadership (the status writer refuses otherwise); `Act::DryRun` works on any replica and
-/// writes nothing.
+/// Runs one round of `cat` now, after the catalog's lock and a slot of its namespace's share
+/// (waiting for one). `Act::Record` needs leadership (the status writer refuses otherwise);
+/// `Act::DryRun` works on any replica and writes nothing.
 pub async fn run_round(
     ctx: &Context,
     cat: &Catalog,
@@ -212,8 +229,39 @@ pub async fn run_round(
     let _permit = if act == Act::DryRun && trigger == Trigger::Api {
         None
     } else {
-        Some(ctx.checks.slots.acquire().await.expect("never closed"))
+        Some(ctx.checks.rounds.acquire(&namespace(cat)).await)
     };
+    locked_round(ctx, cat, trigger, act).await
+}
+
+/// Like [`run_round`], but `None` at once when the namespace's share of slots (or every slot)
+/// is taken: a reconcile comes back later rather than holding a worker that another
+/// namespace's Catalogs need.
+pub async fn try_run_round(
+    ctx: &Context,
+    cat: &Catalog,
+    trigger: Trigger,
+    act: Act,
+) -> Result<Option<RoundReport>, Error> {
+    let lock = ctx.checks.lock_for(&registry_key(cat));
+    let _one_per_catalog = lock.lock().await;
+    let Some(_permit) = ctx.checks.rounds.try_acquire(&namespace(cat)) else {
+        ctx.metrics.checks.deferred.inc();
+        return Ok(None);
+    };
+    locked_round(ctx, cat, trigger, act).await.map(Some)
+}
+
+fn namespace(cat: &Catalog) -> String {
+    cat.namespace().unwrap_or_default()
+}
+
+async fn locked_round(
+    ctx: &Context,
+    cat: &Catalog,
+    trigger: Trigger,
+    act: Act,
+) -> Result<RoundReport, Error> {
     // A round that waited for another round of this catalog works on the newest cached copy
     // (the other one's status write), so its own write is not refused as stale.
     let cached = ctx

@@ -87,20 +87,24 @@ pub(super) async fn observe_catalog(
 }
 
 /// A source-only visit (periodic checks off): probes the model-bound sources and feeds drift.
-/// Changes no Catalog state. Returns the connection verdict it saw.
-pub async fn visit_sources(ctx: &Context, cat: &Catalog) -> Result<Desired, Error> {
+/// Changes no Catalog state. Returns the connection verdict it saw, or `None` without probing
+/// when the namespace's share of round slots is taken (the caller comes back later).
+pub async fn visit_sources(ctx: &Context, cat: &Catalog) -> Result<Option<Desired>, Error> {
     let ns = cat.namespace().unwrap_or_default();
+    let Some(_permit) = ctx.checks.rounds.try_acquire(&ns) else {
+        ctx.metrics.checks.deferred.inc();
+        return Ok(None);
+    };
     let sources = super::bound_sources(ctx, &ns, &cat.name_any());
     let targets = plan::plan(cat.spec.provider, &[], &[], &[], &sources, &|_| None).targets;
     let columns = super::column_sources(ctx, &ns, &cat.name_any());
-    let _permit = ctx.checks.slots.acquire().await.expect("never closed");
     let seen = observe_catalog(ctx, cat, &targets, &columns, ProbeLimits::default()).await?;
     tracing::debug!(
         sources = targets.len(),
         answered = seen.is_ok(),
         "source visit"
     );
-    Ok(feed_models(ctx, cat, seen.map(Arc::new)))
+    Ok(Some(feed_models(ctx, cat, seen.map(Arc::new))))
 }
 
 /// Stores what a catalog answered for its bound sources, requeues the models using it, and
