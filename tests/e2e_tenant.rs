@@ -12,7 +12,9 @@
 //! - an 80-character Secret value used as a user name against the real PostgreSQL and MariaDB
 //!   (which echo 63 and 32 characters of it) leaves no 8-character window of any Secret value in
 //!   status or Events;
-//! - and a Catalog whose Secret names its real server connects (the checks are not a wall).
+//! - and a Catalog whose Secret names its real server connects (the checks are not a wall);
+//! - a name that rebinds (a DNS server this test runs answers the real server's address and a
+//!   listener's in turn) is connected to at the checked address only.
 
 mod support;
 
@@ -43,7 +45,11 @@ struct Listener {
 }
 
 fn listener() -> Listener {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener_at("127.0.0.1:0")
+}
+
+fn listener_at(addr: &str) -> Listener {
+    let l = TcpListener::bind(addr).unwrap();
     let port = l.local_addr().unwrap().port();
     let connections: Arc<Mutex<usize>> = Arc::default();
     let bytes: Arc<Mutex<Vec<u8>>> = Arc::default();
@@ -366,4 +372,123 @@ fn a_catalog_author_cannot_send_a_secret_anywhere_its_owner_did_not_name() {
             );
         }
     }
+}
+
+/// A DNS server on `addr` (UDP) that answers every A question with `answers` in turn and every
+/// other question with no records; returns how many A questions it answered.
+fn rebinding_nameserver(addr: &str, answers: [[u8; 4]; 2]) -> Arc<Mutex<usize>> {
+    let socket = std::net::UdpSocket::bind(addr).expect("port 53 on a loopback address (root)");
+    let asked: Arc<Mutex<usize>> = Arc::default();
+    let count = asked.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 1500];
+        while let Ok((n, peer)) = socket.recv_from(&mut buf) {
+            let q = &buf[..n];
+            // The question: labels up to a zero byte, then type and class.
+            let Some(end) = q.iter().skip(12).position(|b| *b == 0).map(|p| 12 + p + 5) else {
+                continue;
+            };
+            if end > q.len() {
+                continue;
+            }
+            let qtype = u16::from_be_bytes([q[end - 4], q[end - 3]]);
+            let mut answer = q[..12].to_vec();
+            answer[2] = 0x81; // a response, recursion desired
+            answer[3] = 0x80; // recursion available, no error
+            answer[4..12].copy_from_slice(&[0, 1, 0, u8::from(qtype == 1), 0, 0, 0, 0]);
+            answer.extend_from_slice(&q[12..end]);
+            if qtype == 1 {
+                let turn = {
+                    let mut n = count.lock().unwrap();
+                    *n += 1;
+                    (*n - 1) % 2
+                };
+                // The name by pointer, A, IN, TTL 0, four bytes.
+                answer.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 0, 0, 4]);
+                answer.extend_from_slice(&answers[turn]);
+            }
+            let _ = socket.send_to(&answer, peer);
+        }
+    });
+    asked
+}
+
+#[test]
+fn a_name_that_rebinds_is_connected_to_at_the_checked_address_only() {
+    let env = env();
+    let pg = postgres();
+    let ns = env.namespace("rebind");
+    let ns = ns.name.as_str();
+    // The name answers the real server's address and the thief's in turn; the Secret allows
+    // only the real one. A second resolution after the check would reach the thief.
+    let asked = rebinding_nameserver("127.83.0.53:53", [[127, 0, 0, 1], [127, 0, 0, 2]]);
+    let thief = listener_at(&format!("127.0.0.2:{}", pg.port));
+    let conf = env
+        .work_dir
+        .join(format!("resolv-{}.conf", std::process::id()));
+    std::fs::write(
+        &conf,
+        "nameserver 127.83.0.53\noptions attempts:1 timeout:1\n",
+    )
+    .unwrap();
+    let _op = Operator::start_with_resolv_conf(env, ns, &["--api-auth", "none"], &conf);
+    env.apply_ok(&format!(
+        "{}---\n{}",
+        secret(
+            ns,
+            "real",
+            "semops.io/allowed-hosts: \"127.0.0.1/32\"",
+            &format!("username: {}, password: {}", pg.admin_user, pg.admin_password),
+        ),
+        catalog(
+            ns,
+            "rebinding",
+            "postgresql",
+            &format!(
+                "host: rebind.semops.test, port: {}, database: postgres, sslMode: disable, credentialsSecretRef: {{name: real}}",
+                pg.port
+            ),
+        ),
+    ));
+    // Rounds on request, each after the remembered answer expired: every round resolves anew.
+    let mut reasons = std::collections::BTreeSet::new();
+    for round in 0..6 {
+        env.kubectl_ok(&[
+            "annotate",
+            "catalog",
+            "rebinding",
+            "-n",
+            ns,
+            &format!("semops.io/check-requested=r{round}"),
+            "--overwrite",
+        ]);
+        let deadline = std::time::Instant::now() + Duration::from_secs(11);
+        while std::time::Instant::now() < deadline {
+            let reason = jsonpath(
+                env,
+                ns,
+                "catalog/rebinding",
+                "{.status.conditions[?(@.type==\"Reachable\")].status}/{.status.conditions[?(@.type==\"Reachable\")].reason}",
+            );
+            if reason != "/" {
+                reasons.insert(reason);
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+    let asked = *asked.lock().unwrap();
+    assert!(asked >= 3, "the name was resolved {asked} times");
+    assert_eq!(
+        *thief.connections.lock().unwrap(),
+        0,
+        "the thief's address was dialled"
+    );
+    assert!(thief.bytes.lock().unwrap().is_empty());
+    // Both answers were seen and judged: the real server connected (plaintext, so reported
+    // as InsecureTransport), the other address refused.
+    assert!(
+        reasons.contains("True/InsecureTransport")
+            && reasons.contains("False/CredentialsNotForHost"),
+        "{reasons:?}"
+    );
 }

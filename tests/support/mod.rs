@@ -525,13 +525,60 @@ impl Operator {
         extra: &[&str],
         vars: &[(&str, &str)],
     ) -> Operator {
+        Operator::spawn_in(env, kubeconfig, watch_ns, lease_ns, extra, vars, None)
+    }
+
+    /// [`Operator::start`] in a mount namespace of its own whose `/etc/resolv.conf` is
+    /// `resolv_conf`: the names it resolves go to a DNS server the test runs (needs root).
+    pub fn start_with_resolv_conf(
+        env: &Env,
+        watch_ns: &str,
+        extra: &[&str],
+        resolv_conf: &Path,
+    ) -> Operator {
+        let mut op = Operator::spawn_in(
+            env,
+            &env.kubeconfig,
+            Some(watch_ns),
+            watch_ns,
+            extra,
+            &[],
+            Some(resolv_conf),
+        );
+        op.wait_bound();
+        eventually(Duration::from_secs(60), "operator ready", || {
+            (op.http_get("/readyz").as_deref() == Some("ready")).then_some(())
+        });
+        op
+    }
+
+    fn spawn_in(
+        env: &Env,
+        kubeconfig: &Path,
+        watch_ns: Option<&str>,
+        lease_ns: &str,
+        extra: &[&str],
+        vars: &[(&str, &str)],
+        resolv_conf: Option<&Path>,
+    ) -> Operator {
         static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let log = env.work_dir.join(format!(
             "operator-{}-{}.log",
             std::process::id(),
             NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_semops"));
+        let mut cmd = match resolv_conf {
+            None => Command::new(env!("CARGO_BIN_EXE_semops")),
+            Some(conf) => {
+                // unshare and sh exec in turn: the child's pid is the operator's.
+                let mut c = Command::new("unshare");
+                c.args(["--mount", "--", "sh", "-c"])
+                    .arg("mount --bind \"$0\" /etc/resolv.conf && exec \"$@\"")
+                    .arg(conf)
+                    .arg(env!("CARGO_BIN_EXE_semops"));
+                c
+            }
+        };
         cmd.env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "info,semops=debug")
             // The test servers listen on loopback, which semops refuses unless an address entry
