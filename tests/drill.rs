@@ -1568,7 +1568,8 @@ impl MemoryCgroup {
             >> 20
     }
 
-    /// OOM kills inside the cgroup (v2 `memory.events`, v1 `memory.oom_control`).
+    /// OOM kills inside the cgroup (v2 `memory.events`, v1 `memory.oom_control`); a kernel
+    /// that does not count them fails the drill rather than reporting 0.
     fn oom_kills(&self) -> u64 {
         let file = if self.v2 {
             "memory.events"
@@ -1579,7 +1580,7 @@ impl MemoryCgroup {
             .unwrap_or_default()
             .lines()
             .find_map(|l| l.strip_prefix("oom_kill ")?.trim().parse().ok())
-            .unwrap_or(0)
+            .expect("the cgroup counts OOM kills")
     }
 }
 
@@ -1703,10 +1704,7 @@ fn hostile_servers_are_bounded() {
         .collect();
     let crashes = u64::from(!alive(op.pid()));
     let (peak, ooms) = (cgroup.peak_mib(), cgroup.oom_kills());
-    let reached = statuses
-        .iter()
-        .filter(|(_, r)| !r.is_empty() && r != "Connected")
-        .count();
+    let reached = statuses.iter().filter(|(_, r)| !r.is_empty()).count();
     record(
         "hostile-servers",
         &format!(
@@ -1718,7 +1716,7 @@ fn hostile_servers_are_bounded() {
             good_rounds.len()
         ),
         &format!(
-            "peak memory of the cgroup {peak} MiB; hostile Catalogs refused with a reason {reached} of {}: {}",
+            "peak memory of the cgroup {peak} MiB; hostile Catalogs with a Reachable verdict {reached} of {}: {}",
             servers.len(),
             statuses
                 .iter()

@@ -10,7 +10,9 @@
 //!
 //! After the startup it keeps reading message headers: tokio-postgres reserves a buffer of the
 //! length a message declares before its bytes arrive, so a hostile server declaring 4 GiB
-//! would cost that much. A message longer than [`MAX_MESSAGE`] fails the connection instead.
+//! would cost that much. A message longer than [`MAX_MESSAGE`] fails the connection instead,
+//! and so do more than [`MAX_STARTUP`] bytes before the server is ready: tokio-postgres keeps
+//! every notice of the startup in memory until then.
 
 use std::io;
 use std::pin::Pin;
@@ -33,6 +35,9 @@ const SSL_REQUEST: [u8; 8] = [0, 0, 0, 8, 4, 210, 22, 47];
 /// Longest server message accepted. What semops asks for answers in rows of a few names; the
 /// longest message PostgreSQL itself sends to it is an error or notice of a few kilobytes.
 pub const MAX_MESSAGE: u32 = 1 << 20;
+/// Most bytes a server sends before its first ReadyForQuery (PostgreSQL's own startup answer
+/// is a few hundred bytes of parameters).
+pub const MAX_STARTUP: u64 = 64 << 10;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
@@ -63,6 +68,8 @@ pub struct AuthGuard<S> {
     phase: Phase,
     header: [u8; 5],
     code: [u8; 4],
+    /// Bytes of messages before the first ReadyForQuery, then `None`.
+    startup: Option<u64>,
 }
 
 impl<S> AuthGuard<S> {
@@ -89,6 +96,7 @@ impl<S> AuthGuard<S> {
             phase,
             header: [0; 5],
             code: [0; 4],
+            startup: Some(0),
         }
     }
 
@@ -121,6 +129,16 @@ impl<S> AuthGuard<S> {
                         return Err(
                             "the server declared a message longer than any PostgreSQL answer to semops (1 MiB)",
                         );
+                    }
+                    if let Some(seen) = &mut self.startup {
+                        *seen += u64::from(len) + 1;
+                        if self.header[0] == b'Z' {
+                            self.startup = None;
+                        } else if *seen > MAX_STARTUP {
+                            return Err(
+                                "the server sent more than 64 KiB before it was ready (PostgreSQL sends a few hundred bytes)",
+                            );
+                        }
                     }
                     let body = len.saturating_sub(4);
                     self.phase = match self.header[0] {
@@ -356,6 +374,23 @@ mod tests {
                     assert!(v.unwrap_err().contains("longer than"), "{huge}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn a_startup_that_never_gets_ready_is_cut_off_and_a_ready_one_is_not() {
+        let mut flood = auth(0, &[]);
+        for _ in 0..10_000 {
+            flood.extend(message(b'N', b"SNOTICE\0Mhello\0\0"));
+        }
+        for v in verdicts(inside_tls, &flood) {
+            assert!(v.unwrap_err().contains("before it was ready"));
+        }
+        let mut ready = auth(0, &[]);
+        ready.extend(message(b'Z', b"I"));
+        ready.extend(flood);
+        for v in verdicts(inside_tls, &ready) {
+            assert_eq!(v, Ok(()));
         }
     }
 
