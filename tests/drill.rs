@@ -953,6 +953,66 @@ fn timed_get_from(
     (answer.unwrap_or(0), t0.elapsed())
 }
 
+/// Whether the server has closed `s` (anything it sent first is read and dropped).
+fn closed_by_server(s: &std::net::TcpStream) -> bool {
+    use std::io::Read;
+    let mut s = s;
+    s.set_read_timeout(Some(Duration::from_millis(200))).ok();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) => {
+                return !matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                );
+            }
+        }
+    }
+}
+
+/// A random token of 32 hex digits.
+fn rand_token() -> String {
+    (0..32)
+        .map(|_| char::from_digit(rand::random::<u32>() % 16, 16).unwrap())
+        .collect()
+}
+
+/// `POST /mcp` (a `tools/list` call) from `from` with `token`; the HTTP status (0: no answer).
+fn mcp_post_from(from: std::net::Ipv4Addr, port: u16, ns: &str, token: &str) -> u16 {
+    use std::io::{Read, Write};
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+    let answer = (|| -> std::io::Result<u16> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()?;
+        let mut s = rt.block_on(async {
+            let socket = tokio::net::TcpSocket::new_v4()?;
+            socket.bind((from, 0).into())?;
+            socket
+                .connect(([127, 0, 0, 1], port).into())
+                .await?
+                .into_std()
+        })?;
+        s.set_nonblocking(false)?;
+        s.set_read_timeout(Some(Duration::from_secs(10)))?;
+        write!(
+            s,
+            "POST /mcp?namespace={ns} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )?;
+        let mut head = [0u8; 12];
+        s.read_exact(&mut head)?;
+        Ok(std::str::from_utf8(&head[9..12])
+            .ok()
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0))
+    })();
+    answer.unwrap_or(0)
+}
+
 /// Hostile load on the read API while models are edited (issue 17): 10,000 requests with random
 /// tokens, 500 connections that never finish their headers, 64 lineage requests at a time. The
 /// Lease must be renewed on time throughout (no leadership lost), legitimate lookups must keep
@@ -1143,9 +1203,29 @@ fn abuse_of_the_read_api() {
             *flood_codes.entry(c).or_default() += n;
         }
     }
-    eventually(Duration::from_secs(120), "every edit accepted", || {
-        all_accepted(2)
-    });
+    // Edits lost: models whose last edit (a second metric) was never accepted, counted from
+    // the list once every edit had its chance.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while all_accepted(2).is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let listed = rt
+        .block_on(models.list(&ListParams::default()))
+        .expect("list models");
+    let edited: Vec<&SemanticModel> = listed
+        .items
+        .iter()
+        .filter(|m| m.name_any().starts_with("model-"))
+        .collect();
+    let edits_lost = edited
+        .iter()
+        .filter(|m| {
+            !m.status.as_ref().is_some_and(|s| {
+                s.accepted_generation == m.metadata.generation && s.metrics.len() == 2
+            })
+        })
+        .count();
+    assert_eq!(edited.len(), 50, "the edited models listed");
     // Hold the slow connections past the header-read timeout (10 s).
     while started.elapsed() < Duration::from_secs(15) {
         std::thread::sleep(Duration::from_millis(200));
@@ -1159,6 +1239,40 @@ fn abuse_of_the_read_api() {
         }
     }
     let (mut latencies, legit_failed) = legit.join().unwrap();
+    // One peer opens 1,024 connections that never speak and 1,024 that send only the HTTP/2
+    // preface, and holds them; another peer's lookups must still be answered, and a third
+    // peer's random tokens on /mcp are limited like the read API's.
+    let (hogged, hog_closed, other_ok, other_asked, mcp_codes) = {
+        use std::io::Write;
+        let hog: Vec<std::net::TcpStream> = (0..2048)
+            .filter_map(|i| {
+                let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+                if i % 2 == 1 {
+                    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").ok()?;
+                }
+                Some(s)
+            })
+            .collect();
+        let other = std::net::Ipv4Addr::new(127, 0, 0, 3);
+        let asked = 50;
+        let ok = (0..asked)
+            .filter(|_| timed_get_from(Some(other), port, &lookup, &token).0 == 200)
+            .count();
+        let mut mcp_codes = BTreeMap::<u16, usize>::new();
+        for i in 0..300 {
+            let code = mcp_post_from(
+                std::net::Ipv4Addr::new(127, 0, 0, 4),
+                port,
+                &ns,
+                &format!("random-{i}-{}", rand_token()),
+            );
+            *mcp_codes.entry(code).or_default() += 1;
+        }
+        // Held past the protocol-detection deadline: the server closes what never spoke.
+        std::thread::sleep(Duration::from_secs(12));
+        let closed = hog.iter().filter(|s| closed_by_server(s)).count();
+        (2048usize, closed, ok, asked, mcp_codes)
+    };
     watcher.join().unwrap();
     let elapsed = started.elapsed().as_secs_f64();
     let renewals = renewals.lock().unwrap().clone();
@@ -1176,12 +1290,13 @@ fn abuse_of_the_read_api() {
         "abuse",
         "read API abuse while 50 models are edited: 10,000 random-token requests (32 threads, 256 peers), 500 never-finished headers, 64 lineage requests at a time (lease 6 s, renew deadline 4 s)",
         &format!(
-            "leaders: {}; longest gap between Lease renewals {max_gap:.1} s; edits lost: 0; legitimate lookups p99 {p99:.2} s (bound 1 s), failed {legit_failed} of {}",
+            "leaders: {}; longest gap between Lease renewals {max_gap:.1} s; edits lost: {edits_lost} of {}; legitimate lookups p99 {p99:.2} s (bound 1 s), failed {legit_failed} of {}",
             holders.len(),
+            edited.len(),
             latencies.len()
         ),
         &format!(
-            "{elapsed:.0} s; random tokens answered {flood_codes:?}; lineage answered {lineage_codes:?}; slow connections closed by the server {closed} of {opened}; legitimate p50 {p50:.3} s; RSS {rss_before_mib:.0} MiB before, peak {peak_mib:.0} MiB; Secret GETs for 100 lookups at rest: {secret_reads}"
+            "{elapsed:.0} s; random tokens answered {flood_codes:?}; lineage answered {lineage_codes:?}; slow connections closed by the server {closed} of {opened}; legitimate p50 {p50:.3} s; RSS {rss_before_mib:.0} MiB before, peak {peak_mib:.0} MiB; Secret GETs for 100 lookups at rest: {secret_reads}; one peer's {hogged} silent connections and bare HTTP/2 prefaces: closed by the server {hog_closed}, another peer's lookups meanwhile answered {other_ok} of {other_asked}; random tokens on /mcp answered {mcp_codes:?}"
         ),
     );
     assert_eq!(
@@ -1198,6 +1313,18 @@ fn abuse_of_the_read_api() {
         "a renewal came {max_gap:.1} s after the last"
     );
     assert!(p99 < 1.0, "legitimate p99 {p99:.2} s");
+    assert_eq!(
+        other_ok, other_asked,
+        "another peer's lookups while one peer hogged connections"
+    );
+    assert_eq!(
+        hog_closed, hogged,
+        "connections that never finished a request stayed open"
+    );
+    assert!(
+        mcp_codes.keys().all(|c| [401, 429].contains(c)) && mcp_codes.contains_key(&429),
+        "random tokens on /mcp: {mcp_codes:?}"
+    );
     assert!(peak_mib < 256.0, "peak RSS {peak_mib:.0} MiB");
     assert_eq!(closed, opened, "every slow connection closed by the server");
     assert!(

@@ -293,7 +293,32 @@ fn the_chart_runs_for_real_from_install_to_uninstall() {
         wait_ready(env, &app.name, what, "True", reason);
     }
 
-    // The Pod's security context really applies: uid 65532, read-only root filesystem.
+    // The Pod's security context really applies: uid 65532, read-only root filesystem. The
+    // processes are this chart's Pods' own (by the Pod uid in their cgroup), not any
+    // `semops run` that happens to run on the machine.
+    let pod_uids: Vec<String> = json(
+        env,
+        &[
+            "get",
+            "pods",
+            "-n",
+            SYSTEM,
+            "-l",
+            "app.kubernetes.io/name=semops",
+        ],
+    )["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["metadata"]["uid"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(pod_uids.len(), 2, "two operator Pods");
+    let in_our_pods = |pid: &str| {
+        let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+        pod_uids
+            .iter()
+            .any(|uid| cgroup.contains(uid) || cgroup.contains(&uid.replace('-', "_")))
+    };
     let ps = Command::new("ps")
         .args(["-eo", "pid=,uid=,args="])
         .output()
@@ -305,8 +330,9 @@ fn the_chart_runs_for_real_from_install_to_uninstall() {
             let mut f = l.split_whitespace();
             (f.next().unwrap().to_string(), f.next().unwrap().to_string())
         })
+        .filter(|(pid, _)| in_our_pods(pid))
         .collect();
-    assert_eq!(ours.len(), 2, "two operator processes on the node");
+    assert_eq!(ours.len(), 2, "one operator process in each of our Pods");
     for (pid, uid) in &ours {
         assert_eq!(uid, "65532", "process {pid}");
         let mounts = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap();

@@ -75,7 +75,7 @@ mod tests {
         }
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn concurrent_callers_of_one_key_share_one_run_and_other_keys_run_their_own() {
         let flights = Arc::new(SingleFlight::<&str, Result<u32, &str>>::default());
         let runs = Arc::new(AtomicUsize::new(0));
@@ -102,7 +102,7 @@ mod tests {
         assert_eq!(runs.load(Ordering::SeqCst), 3);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_caller_that_goes_away_does_not_strand_the_others() {
         let flights = Arc::new(SingleFlight::<&str, Result<u32, &str>>::default());
         let runs = Arc::new(AtomicUsize::new(0));

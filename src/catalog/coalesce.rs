@@ -234,7 +234,7 @@ mod tests {
         })
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    #[tokio::test(start_paused = true)]
     async fn many_asks_share_few_batches_each_answered_by_a_batch_begun_after_it() {
         let cat = Arc::new(Catalog::default());
         let co = Arc::new(Coalescer::new(2, 16));
@@ -330,7 +330,7 @@ mod tests {
         assert_eq!(co.lanes(), 0);
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[tokio::test(start_paused = true)]
     async fn an_asker_that_goes_away_does_not_stall_the_others() {
         let cat = Arc::new(Catalog::default());
         let co = Arc::new(Coalescer::new(1, 64));
