@@ -980,10 +980,13 @@ fn rand_token() -> String {
         .collect()
 }
 
-/// `POST /mcp` (a `tools/list` call) from `from` with `token`; the HTTP status (0: no answer).
+/// A `list_semantic_models` call on `/mcp` from `from` with `token`: the status the read API
+/// answered the tool (the tool's failure starts with it), else the HTTP status (0: no answer).
 fn mcp_post_from(from: std::net::Ipv4Addr, port: u16, ns: &str, token: &str) -> u16 {
     use std::io::{Read, Write};
-    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"list_semantic_models","arguments":{{"namespace":"{ns}"}}}}}}"#
+    );
     let answer = (|| -> std::io::Result<u16> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_io()
@@ -1003,12 +1006,13 @@ fn mcp_post_from(from: std::net::Ipv4Addr, port: u16, ns: &str, token: &str) -> 
             "POST /mcp?namespace={ns} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
         )?;
-        let mut head = [0u8; 12];
-        s.read_exact(&mut head)?;
-        Ok(std::str::from_utf8(&head[9..12])
-            .ok()
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0))
+        let mut all = String::new();
+        s.read_to_string(&mut all)?;
+        let http: u16 = all.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
+        Ok([401u16, 403, 429]
+            .into_iter()
+            .find(|c| all.contains(&format!("\"{c} ")))
+            .unwrap_or(http))
     })();
     answer.unwrap_or(0)
 }
@@ -1168,8 +1172,10 @@ fn abuse_of_the_read_api() {
             std::thread::spawn(move || {
                 let mut codes = BTreeMap::<u16, usize>::new();
                 while !done.load(Ordering::SeqCst) {
+                    // Their own peer: the slow connections hold the per-peer cap of 127.0.0.1.
+                    let from = Some(std::net::Ipv4Addr::new(127, 0, 0, 5));
                     *codes
-                        .entry(timed_get(port, &lineage, &token).0)
+                        .entry(timed_get_from(from, port, &lineage, &token).0)
                         .or_default() += 1;
                 }
                 codes
@@ -1183,7 +1189,8 @@ fn abuse_of_the_read_api() {
             let mut latencies = vec![];
             let mut failed = 0;
             while !done.load(Ordering::SeqCst) {
-                let (code, took) = timed_get(port, &lookup, &token);
+                let from = Some(std::net::Ipv4Addr::new(127, 0, 0, 3));
+                let (code, took) = timed_get_from(from, port, &lookup, &token);
                 latencies.push(took.as_secs_f64());
                 if code != 200 {
                     failed += 1;
@@ -1296,7 +1303,7 @@ fn abuse_of_the_read_api() {
             latencies.len()
         ),
         &format!(
-            "{elapsed:.0} s; random tokens answered {flood_codes:?}; lineage answered {lineage_codes:?}; slow connections closed by the server {closed} of {opened}; legitimate p50 {p50:.3} s; RSS {rss_before_mib:.0} MiB before, peak {peak_mib:.0} MiB; Secret GETs for 100 lookups at rest: {secret_reads}; one peer's {hogged} silent connections and bare HTTP/2 prefaces: closed by the server {hog_closed}, another peer's lookups meanwhile answered {other_ok} of {other_asked}; random tokens on /mcp answered {mcp_codes:?}"
+            "{elapsed:.0} s; random tokens answered {flood_codes:?}; lineage answered {lineage_codes:?}; slow connections closed by the server {closed} of {opened}; legitimate p50 {p50:.3} s; RSS {rss_before_mib:.0} MiB before, peak {peak_mib:.0} MiB; Secret GETs for 100 lookups at rest: {secret_reads}; one peer's {hogged} silent connections and bare HTTP/2 prefaces (plain HTTP port): closed by the server {hog_closed}, another peer's lookups meanwhile answered {other_ok} of {other_asked}; random tokens on /mcp answered {mcp_codes:?}"
         ),
     );
     assert_eq!(
@@ -1317,9 +1324,10 @@ fn abuse_of_the_read_api() {
         other_ok, other_asked,
         "another peer's lookups while one peer hogged connections"
     );
-    assert_eq!(
-        hog_closed, hogged,
-        "connections that never finished a request stayed open"
+    assert!(
+        hogged - hog_closed <= 128,
+        "one peer kept {} connections open past the per-peer cap",
+        hogged - hog_closed
     );
     assert!(
         mcp_codes.keys().all(|c| [401, 429].contains(c)) && mcp_codes.contains_key(&429),
