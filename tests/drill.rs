@@ -17,6 +17,7 @@ use semops::crd::SemanticModel;
 use serde_json::Value;
 use support::checks::{World, condition};
 use support::db::postgres;
+use support::scenarios::{self, catalogs_only, converged, drill_tables, model_yaml, percentile};
 use support::{Operator, env, eventually, examples_in};
 
 /// (model uid, metric name) -> every id seen for it.
@@ -32,38 +33,6 @@ fn record(name: &str, drill: &str, figure: &str, detail: &str) {
     std::fs::write(dir.join(format!("{name}.md")), row).unwrap();
 }
 
-fn catalogs_only(ns: &str) -> String {
-    examples_in(ns)
-        .split("\n---\n")
-        .filter(|d| !d.contains("kind: SemanticModel"))
-        .collect::<Vec<_>>()
-        .join("\n---\n")
-}
-
-fn model_yaml(ns: &str, i: usize, metrics: usize) -> String {
-    let ms: Vec<String> = (0..metrics)
-        .map(|k| format!("{{name: m{k}, expression: {{dialects: [{{dialect: ANSI_SQL, expression: \"SUM(a.id) + {k}\"}}]}}}}"))
-        .collect();
-    format!(
-        "apiVersion: semops.io/v1alpha1\nkind: SemanticModel\nmetadata: {{name: model-{i}, namespace: {ns}}}\nspec:\n  catalog: analytics\n  schema: semantic\n  name: model_{i}\n  definition:\n    datasets: [{{name: a, source: hr.drill.t{}}}, {{name: b, source: hr.drill.t{}}}]\n    metrics: [{}]\n",
-        i % 50,
-        (i * 7 + 3) % 50,
-        ms.join(", ")
-    )
-}
-
-fn drill_tables() {
-    postgres().psql(
-        "hr",
-        "CREATE SCHEMA IF NOT EXISTS drill; DO $$ BEGIN FOR i IN 0..49 LOOP EXECUTE format('CREATE TABLE IF NOT EXISTS drill.t%s(id int)', i); END LOOP; END $$;",
-    );
-}
-
-fn percentile(v: &mut [f64], q: f64) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[((v.len() as f64 - 1.0) * q).round() as usize]
-}
-
 /// (uid, metric name) -> id of every model's status.
 fn metric_ids(models: &[SemanticModel]) -> Vec<((String, String), String)> {
     models
@@ -76,19 +45,6 @@ fn metric_ids(models: &[SemanticModel]) -> Vec<((String, String), String)> {
                 .map(move |i| ((uid.clone(), i.name.to_string()), i.id.to_string()))
         })
         .collect()
-}
-
-fn converged(models: &[SemanticModel]) -> bool {
-    models.iter().all(|m| {
-        m.status.as_ref().is_some_and(|s| {
-            s.accepted_generation == m.metadata.generation
-                && semops::crd::conditions::is_true(
-                    &s.conditions,
-                    semops::crd::conditions::ConditionType::Ready,
-                )
-                && s.metrics.len() == m.spec.definition.metrics.as_ref().map_or(0, Vec::len)
-        })
-    })
 }
 
 /// 50 SIGKILLs of the leader while 500 models are created and then edited (metrics only added,
@@ -231,93 +187,43 @@ fn leader_kills_during_acceptance() {
     assert_eq!((reused, lost, duplicated), (0, 0, 0));
 }
 
-fn sig(pid: u32, signal: &str) {
-    std::process::Command::new("kill")
-        .args([&format!("-{signal}"), &pid.to_string()])
-        .status()
-        .unwrap();
-}
-
-fn leader_of(ops: &[Operator]) -> Option<usize> {
-    ops.iter().position(|o| o.is_leading())
-}
-
 /// Leader failover, 20 trials: SIGKILL the leader, edit a model at once, time until the new
 /// leader has accepted the edit. Then a frozen leader: SIGSTOP past its lease, the standby takes
 /// over and accepts an edit, SIGCONT: the old leader's writes accepted must be 0.
 #[test]
 #[ignore = "drill: run by hack/drill"]
 fn leader_failover_and_a_frozen_leader() {
-    let env = env();
-    drill_tables();
-    let ns = env.namespace("failover");
-    env.apply_ok(&catalogs_only(&ns.name));
-    env.apply_ok(&model_yaml(&ns.name, 0, 1));
-    let args = ["--lease-duration-seconds", "3", "--api-auth", "none"];
-    let start = || Operator::start(env, &env.kubeconfig, Some(&ns.name), &ns.name, &args);
-    let mut ops = vec![start(), start()];
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let api: Api<SemanticModel> = Api::namespaced(rt.block_on(env.client()), &ns.name);
-    let accepted = |generation: i64| {
-        eventually(Duration::from_secs(60), "edit accepted", || {
-            let m = rt.block_on(api.get("model-0")).ok()?;
-            (m.status?.accepted_generation == Some(generation)).then_some(())
-        })
-    };
-    let edit = |k: usize| -> i64 {
-        let m = rt
-            .block_on(api.patch(
-                "model-0",
-                &PatchParams::default(),
-                &Patch::Merge(&serde_json::json!({"spec": {"comment": format!("trial {k}")}})),
-            ))
-            .unwrap();
-        m.metadata.generation.unwrap()
-    };
-    accepted(1);
-    let mut takeovers = vec![];
-    for trial in 0..20 {
-        let i = eventually(Duration::from_secs(30), "a leader", || leader_of(&ops));
-        let mut old = ops.remove(i);
-        let t0 = Instant::now();
-        old.kill();
-        let generation = edit(trial);
-        accepted(generation);
-        takeovers.push(t0.elapsed().as_secs_f64());
-        ops.push(start());
-    }
-    let p50 = percentile(&mut takeovers, 0.5);
-    let p99 = percentile(&mut takeovers, 0.99);
-
-    // The frozen leader.
-    let i = eventually(Duration::from_secs(30), "a leader", || leader_of(&ops));
-    let writes_before = ops[i].metric("semops_status_writes_total", &[]);
-    let frozen_pid = ops[i].pid();
-    sig(frozen_pid, "STOP");
-    std::thread::sleep(Duration::from_secs(5)); // past the 3 s lease
-    let generation = edit(100);
-    accepted(generation);
-    let revision = rt
-        .block_on(api.get("model-0"))
-        .unwrap()
-        .status
-        .unwrap()
-        .revision;
-    sig(frozen_pid, "CONT");
-    std::thread::sleep(Duration::from_secs(10));
-    let old_writes = ops[i].metric("semops_status_writes_total", &[]) - writes_before;
-    let after = rt.block_on(api.get("model-0")).unwrap().status.unwrap();
-    let harmful =
-        usize::from(after.revision < revision || after.accepted_generation != Some(generation));
+    let mut f = scenarios::failover(env(), 20);
+    let p50 = percentile(&mut f.takeovers, 0.5);
+    let p99 = percentile(&mut f.takeovers, 0.99);
     record(
         "failover",
-        "leader failover, 20 trials (SIGKILL, lease 3 s); a leader frozen (SIGSTOP) past its lease, then resumed",
-        &format!("writes accepted from the frozen leader: {old_writes} (harmful: {harmful})"),
+        "leader failover, 20 trials (3 replicas, SIGKILL of the leader, lease 3 s, each trial an edit adding a metric); a leader frozen (SIGSTOP) past its lease, then resumed",
         &format!(
-            "time from SIGKILL to the edit accepted by the new leader: p50 {p50:.1} s, p99 {p99:.1} s"
+            "writes accepted from the frozen leader: {} (harmful: {}); ids lost / duplicated / reused: {} / {} / {}",
+            f.frozen_writes, f.harmful, f.ids_lost, f.ids_duplicated, f.ids_reused
+        ),
+        &format!(
+            "time from SIGKILL to the edit accepted by the new leader: p50 {p50:.1} s, p99 {p99:.1} s over {} trials; {} metric ids checked",
+            f.takeovers.len(),
+            f.ids_checked
         ),
     );
-    assert_eq!((old_writes, harmful), (0.0, 0));
+    assert!(
+        f.frozen_series_seen,
+        "the frozen leader exposed no write counter"
+    );
+    assert_eq!(f.takeovers.len(), 20);
+    assert_eq!(
+        (
+            f.frozen_writes,
+            f.harmful,
+            f.ids_lost,
+            f.ids_duplicated,
+            f.ids_reused
+        ),
+        (0.0, 0, 0, 0, 0)
+    );
 }
 
 /// The operator is frozen while models are created, deleted and edited; etcd is compacted past
@@ -326,145 +232,25 @@ fn leader_failover_and_a_frozen_leader() {
 #[test]
 #[ignore = "drill: run by hack/drill"]
 fn api_server_restart_and_watch_expiry() {
-    let env = env();
-    drill_tables();
-    let ns = env.namespace("relist");
-    env.apply_ok(&catalogs_only(&ns.name));
-    let op = Operator::start(
-        env,
-        &env.kubeconfig,
-        Some(&ns.name),
-        &ns.name,
-        &["--leader-elect=false", "--api-auth", "none"],
-    );
-    for i in 0..100 {
-        env.apply_ok(&model_yaml(&ns.name, i, 1));
-    }
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let api: Api<SemanticModel> = Api::namespaced(rt.block_on(env.client()), &ns.name);
-    let list = || rt.block_on(api.list(&ListParams::default())).unwrap().items;
-    eventually(Duration::from_secs(300), "100 models ready", || {
-        converged(&list()).then_some(())
-    });
-
-    sig(op.pid(), "STOP");
-    for i in 100..150 {
-        env.apply_ok(&model_yaml(&ns.name, i, 1));
-    }
-    for i in 0..25 {
-        env.kubectl_ok(&[
-            "delete",
-            "sm",
-            &format!("model-{i}"),
-            "-n",
-            &ns.name,
-            "--wait=false",
-        ]);
-    }
-    for i in 25..50 {
-        env.apply_ok(&model_yaml(&ns.name, i, 2));
-    }
-    // Compact etcd at its current revision (through its JSON gateway), restart the API server.
-    let cluster = env.work_dir.join("cluster");
-    let etcd = std::fs::read_to_string(cluster.join("env"))
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("SEMOPS_ETCD=").map(str::to_string))
-        .unwrap();
-    let curl = |path: &str, body: &str| -> Value {
-        let out = std::process::Command::new("curl")
-            .args(["-fsS", "-X", "POST", &format!("{etcd}{path}"), "-d", body])
-            .output()
-            .unwrap();
-        serde_json::from_slice(&out.stdout).unwrap()
-    };
-    let revision = curl("/v3/kv/range", r#"{"key":"AA=="}"#)["header"]["revision"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    curl(
-        "/v3/kv/compaction",
-        &format!(r#"{{"revision":"{revision}","physical":true}}"#),
-    );
-    let restart = std::process::Command::new(format!("{}/hack/cluster", support::ROOT))
-        .args(["restart-apiserver", cluster.to_str().unwrap()])
-        .status()
-        .unwrap();
-    assert!(restart.success());
-    let resumed = Instant::now();
-    sig(op.pid(), "CONT");
-    // The figure comes from what the operator serves (its read API, fed by its caches and
-    // index), compared with what must exist: models 25..150, at their latest definition.
-    let expected: HashSet<String> = (25..150).map(|i| format!("model_{i}")).collect();
-    let served = || -> Option<HashSet<String>> {
-        let (code, body) = support::checks::request(
-            op.api_port,
-            "GET",
-            &format!(
-                "/api/metalakes/{}/catalogs/analytics/schemas/semantic/semantic-models",
-                ns.name
-            ),
-            None,
-            None,
-        );
-        let v: Value = serde_json::from_str(&body).ok()?;
-        (code == 200).then(|| {
-            v["identifiers"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|i| i["name"].as_str().map(str::to_string))
-                .collect()
-        })
-    };
-    let edited_metrics_served = || -> usize {
-        let (_, body) = support::checks::request(
-            op.api_port,
-            "GET",
-            &format!(
-                "/api/metalakes/{}/catalogs/analytics/schemas/semantic/semantic-model-metrics",
-                ns.name
-            ),
-            None,
-            None,
-        );
-        body.matches("\"name\":\"m1\"").count()
-    };
-    let mut converged_after = None;
-    while resumed.elapsed() < Duration::from_secs(180) {
-        if served().as_ref() == Some(&expected)
-            && edited_metrics_served() == 25
-            && converged(&list())
-        {
-            converged_after = Some(resumed.elapsed());
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    let got = served().unwrap_or_default();
-    let missing = expected.difference(&got).count();
-    let ghosts = got.difference(&expected).count();
-    let stale_definitions = 25 - edited_metrics_served().min(25);
-    let relists = op.logs().matches("watch failed").count();
-    let restarted = op.metric("semops_watch_restarts_total", &[]);
+    let r = scenarios::relist(env(), 100);
     record(
         "relist",
         "operator frozen while 50 models were created, 25 deleted, 25 edited; etcd compacted past its watch; API server restarted",
         &format!(
-            "served by the operator: models missing {missing}, deleted models still served {ghosts}, edits not served {stale_definitions}"
+            "served by the operator: models missing {}, deleted models still served {}, edits not served {}",
+            r.missing, r.ghosts, r.stale_definitions
         ),
         &format!(
-            "{}; {relists} watch errors logged before relisting, {restarted} silent watches restarted",
-            match converged_after {
-                Some(t) => format!(
-                    "everything served correctly {:.1} s after resuming",
-                    t.as_secs_f64()
-                ),
+            "{}; {} watch errors logged before relisting, {} silent watches restarted",
+            match r.converged_after {
+                Some(t) => format!("everything served correctly {t:.1} s after resuming"),
                 None => "not converged within 180 s of resuming".into(),
-            }
+            },
+            r.watch_errors,
+            r.watches_restarted
         ),
     );
-    assert_eq!((missing, ghosts, stale_definitions), (0, 0, 0));
+    assert_eq!((r.missing, r.ghosts, r.stale_definitions), (0, 0, 0));
 }
 
 /// Catalog outages under AutoRemove: refused connections, a blackholed port, a bad password,

@@ -18,6 +18,7 @@ pub mod db;
 pub mod iceberg;
 pub mod kafka;
 pub mod mcp;
+pub mod scenarios;
 pub mod semops_cli;
 
 pub const ROOT: &str = env!("CARGO_MANIFEST_DIR");
