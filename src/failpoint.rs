@@ -21,15 +21,22 @@ pub fn crash(name: &str) {
 #[inline(always)]
 pub fn crash(_name: &str) {}
 
-/// `lineage-slow`: makes each lineage request slow, so the drills can fill admission and pass
-/// the deadline without building huge graphs.
+/// `lineage-hold`: holds each lineage request until the file `SEMOPS_FAILPOINT_RELEASE` names
+/// exists (for ever without it), so a test fills admission or passes the deadline because it
+/// decided to, never because a clock ran out first.
 #[cfg(feature = "failpoints")]
-pub async fn delay(name: &str, by: std::time::Duration) {
+pub async fn hold(name: &str) {
     if armed(name) {
-        tokio::time::sleep(by).await;
+        let release = std::env::var_os("SEMOPS_FAILPOINT_RELEASE");
+        while !release
+            .as_ref()
+            .is_some_and(|f| std::path::Path::new(f).exists())
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
     }
 }
 
 #[cfg(not(feature = "failpoints"))]
 #[inline(always)]
-pub async fn delay(_name: &str, _by: std::time::Duration) {}
+pub async fn hold(_name: &str) {}

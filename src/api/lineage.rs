@@ -79,10 +79,10 @@ impl Drop for Admission {
     }
 }
 
-/// Drill hook (`failpoints` builds only): `SEMOPS_FAILPOINT=lineage-slow` makes every
-/// projection take 1.5 s longer.
+/// Test hook (`failpoints` builds only): `SEMOPS_FAILPOINT=lineage-hold` holds every
+/// projection until the test releases it.
 async fn failpoint() {
-    crate::failpoint::delay("lineage-slow", Duration::from_millis(1500)).await;
+    crate::failpoint::hold("lineage-hold").await;
 }
 
 /// Datasets whose source is unavailable: drift says missing, or the catalog's answer is unknown.
