@@ -72,19 +72,26 @@ fn leader_kills_during_acceptance() {
     let observer = {
         let (api, done, seen, owners) = (api.clone(), done.clone(), seen.clone(), owners.clone());
         rt.spawn(async move {
+            // Observations made and failed: the figures rest on the ones made.
+            let (mut made, mut failed) = (0usize, 0usize);
             while !done.load(Ordering::Relaxed) {
-                if let Ok(list) = api.list(&ListParams::default()).await {
-                    for (key, id) in metric_ids(&list.items) {
-                        seen.lock()
-                            .unwrap()
-                            .entry(key.clone())
-                            .or_default()
-                            .insert(id.clone());
-                        owners.lock().unwrap().entry(id).or_default().insert(key);
+                match api.list(&ListParams::default()).await {
+                    Ok(list) => {
+                        made += 1;
+                        for (key, id) in metric_ids(&list.items) {
+                            seen.lock()
+                                .unwrap()
+                                .entry(key.clone())
+                                .or_default()
+                                .insert(id.clone());
+                            owners.lock().unwrap().entry(id).or_default().insert(key);
+                        }
                     }
+                    Err(_) => failed += 1,
                 }
                 tokio::time::sleep(Duration::from_millis(300)).await;
             }
+            (made, failed)
         })
     };
     // Killer: SIGKILL whoever leads and start a replacement, at a random pace.
@@ -152,7 +159,7 @@ fn leader_kills_during_acceptance() {
     });
     let convergence = chaos_over.elapsed();
     done.store(true, Ordering::Relaxed);
-    rt.block_on(observer).unwrap();
+    let (observations, failed_observations) = rt.block_on(observer).unwrap();
     let finals = metric_ids(&final_list);
     let final_map: BTreeMap<_, _> = finals.iter().cloned().collect();
     let seen = seen.lock().unwrap();
@@ -178,11 +185,15 @@ fn leader_kills_during_acceptance() {
         ),
         &format!("ids reused / lost / duplicated: {reused} / {lost} / {duplicated}"),
         &format!(
-            "converged {:.1} s after the last kill; {} metric ids checked; total {:.0} s",
+            "converged {:.1} s after the last kill; {} metric ids checked; {observations} lists observed during the kills ({failed_observations} failed); total {:.0} s",
             convergence.as_secs_f64(),
             final_map.len(),
             started.elapsed().as_secs_f64()
         ),
+    );
+    assert!(
+        observations >= 20,
+        "only {observations} observations made ({failed_observations} failed)"
     );
     assert_eq!((reused, lost, duplicated), (0, 0, 0));
 }

@@ -705,9 +705,15 @@ impl Operator {
     }
 
     /// Sum of a metric's samples whose line contains every `filter` string (0 when it has no
-    /// sample yet). Panics when /metrics cannot be scraped, so `== 0.0` never passes vacuously.
+    /// sample yet). Panics when /metrics cannot be scraped or does not describe the metric at
+    /// all (a renamed metric would sum to 0), so `== 0.0` never passes vacuously.
     pub fn metric(&self, name: &str, filters: &[&str]) -> f64 {
-        sum_samples(&self.scrape(), name, filters)
+        let text = self.scrape();
+        assert!(
+            describes(&text, name),
+            "the operator's /metrics has no metric {name}"
+        );
+        sum_samples(&text, name, filters)
     }
 
     /// The operator's /metrics in Prometheus text format.
@@ -720,20 +726,14 @@ impl Operator {
     /// sent, from its own `rest_client_requests_total`, matching `filters`. Reviews (TokenReview,
     /// SubjectAccessReview) are POSTs that store nothing and are left out. One scrape.
     pub fn write_requests(&self, filters: &[&str]) -> f64 {
+        write_requests_in(&self.scrape(), filters)
+    }
+
+    /// Write requests except those matching `excluded` (e.g. Lease renewals), from one scrape:
+    /// two scrapes subtracted could straddle a renewal.
+    pub fn write_requests_except(&self, excluded: &str) -> f64 {
         let text = self.scrape();
-        let sum = |extra: Option<&str>| -> f64 {
-            ["POST", "PUT", "PATCH", "DELETE"]
-                .iter()
-                .map(|m| {
-                    let method = format!("method=\"{m}\"");
-                    let mut all = vec![method.as_str()];
-                    all.extend_from_slice(filters);
-                    all.extend(extra);
-                    sum_samples(&text, "rest_client_requests_total", &all)
-                })
-                .sum()
-        };
-        sum(None) - sum(Some("reviews\""))
+        write_requests_in(&text, &[]) - write_requests_in(&text, &[excluded])
     }
 
     pub fn is_leading(&self) -> bool {
@@ -771,6 +771,65 @@ impl Drop for Operator {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// Whether `name` is a metric of the operator: described in the scrape (a `# TYPE` line for it
+/// or for the family a `_total`, `_count`, `_sum` or `_bucket` sample belongs to), or, for a
+/// family without samples yet (those are not written), registered by the operator's source.
+pub fn describes(text: &str, name: &str) -> bool {
+    let family = ["_total", "_count", "_sum", "_bucket"]
+        .iter()
+        .find_map(|suffix| name.strip_suffix(suffix))
+        .unwrap_or(name);
+    [name, family]
+        .iter()
+        .any(|n| text.contains(&format!("# TYPE {n} ")) || registered().contains(*n))
+}
+
+/// Every metric family name the operator's source registers (`….register("name", …)`).
+fn registered() -> &'static std::collections::HashSet<String> {
+    static NAMES: OnceLock<std::collections::HashSet<String>> = OnceLock::new();
+    NAMES.get_or_init(|| {
+        let mut names = std::collections::HashSet::new();
+        let mut stack = vec![Path::new(ROOT).join("src")];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    let text = std::fs::read_to_string(&path).unwrap();
+                    for (i, _) in text.match_indices(".register(") {
+                        let rest = text[i + ".register(".len()..].trim_start();
+                        if let Some(quoted) = rest.strip_prefix('"')
+                            && let Some(end) = quoted.find('"')
+                        {
+                            names.insert(quoted[..end].to_string());
+                        }
+                    }
+                }
+            }
+        }
+        assert!(names.len() > 10, "metric registrations found: {names:?}");
+        names
+    })
+}
+
+/// Write requests of a scrape matching `filters`, reviews left out.
+fn write_requests_in(text: &str, filters: &[&str]) -> f64 {
+    let sum = |extra: Option<&str>| -> f64 {
+        ["POST", "PUT", "PATCH", "DELETE"]
+            .iter()
+            .map(|m| {
+                let method = format!("method=\"{m}\"");
+                let mut all = vec![method.as_str()];
+                all.extend_from_slice(filters);
+                all.extend(extra);
+                sum_samples(text, "rest_client_requests_total", &all)
+            })
+            .sum()
+    };
+    sum(None) - sum(Some("reviews\""))
 }
 
 fn is_zombie(pid: u32) -> bool {

@@ -168,9 +168,7 @@ pub fn failover(env: &'static Env, kills: usize) -> Failover {
 
     // The frozen leader: stopped past its lease, the model edited meanwhile, then resumed.
     let i = eventually(Duration::from_secs(30), "a leader", || leader_of(&ops));
-    let frozen_series_seen = ops[i]
-        .scrape()
-        .contains("# TYPE semops_status_writes counter");
+    let frozen_series_seen = super::describes(&ops[i].scrape(), "semops_status_writes_total");
     let writes_before = ops[i].metric("semops_status_writes_total", &[]);
     let frozen_pid = ops[i].pid();
     sig(frozen_pid, "STOP");
