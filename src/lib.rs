@@ -28,6 +28,7 @@ pub mod policy;
 pub mod reconcile;
 pub mod run;
 pub mod server;
+pub mod sql;
 pub mod stale_cache;
 pub mod stores;
 pub mod telemetry;

@@ -20,6 +20,7 @@ pub mod kafka;
 pub mod mcp;
 pub mod scenarios;
 pub mod semops_cli;
+pub mod warehouse;
 
 pub const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
