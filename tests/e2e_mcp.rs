@@ -149,6 +149,16 @@ fn agents_read_models_through_mcp_with_the_python_and_typescript_sdks() {
         json!({"op": "read", "uri": uri}),
         json!({"op": "prompts"}),
         json!({"op": "prompt", "name": "write_sql", "args": {"namespace": ns, "catalog": "analytics", "schema": "semantic", "model": "employee_analysis", "question": "staff per manager"}}),
+        call(
+            "compile_metric_query",
+            json!({"namespace": ns, "catalog": "analytics", "schema": "semantic", "model": "employee_analysis",
+                   "metrics": ["staff"], "filters": [{"field": "employee.salary", "op": "ge", "values": [1000]}]}),
+        ),
+        call(
+            "compile_metric_query",
+            json!({"namespace": ns, "catalog": "analytics", "schema": "semantic", "model": "employee_analysis",
+                   "metrics": ["staff"], "dimensions": ["employee.salary:month"]}),
+        ),
     ];
     // stdio (`semops mcp`) and streamable HTTP (`/mcp` on the API port), each with both SDKs.
     let url = format!("http://127.0.0.1:{}/mcp?namespace={ns}", op.api_port);
@@ -168,7 +178,7 @@ fn agents_read_models_through_mcp_with_the_python_and_typescript_sdks() {
         ),
     ];
     for (what, r) in &answers {
-        // Seven read-only tools, each with input and output schemas.
+        // Eight read-only tools, each with input and output schemas.
         let mut tools: Vec<(String, Value, bool)> = r[0]["tools"]
             .as_array()
             .unwrap()
@@ -185,6 +195,7 @@ fn agents_read_models_through_mcp_with_the_python_and_typescript_sdks() {
         assert_eq!(
             tools,
             [
+                "compile_metric_query",
                 "explain_metric",
                 "find_datasets_by_source",
                 "get_lineage",
@@ -340,6 +351,24 @@ fn agents_read_models_through_mcp_with_the_python_and_typescript_sdks() {
                 && prompt.contains("Question: staff per manager"),
             "{what}: {prompt}"
         );
+        // A metric question compiled for the tables' PostgreSQL, with the id and revision to cite;
+        // a grain on a decimal field is refused naming the dimension.
+        let compiled = &ok(&r[19])["compiled"];
+        assert_eq!(compiled["target"], "postgres", "{what}");
+        assert_eq!(compiled["metrics"][0]["id"], json!(staff_id), "{what}");
+        assert_eq!(compiled["parameters"], json!([{"type": "decimal", "value": "1000"}]), "{what}");
+        let sql = compiled["sql"].as_str().unwrap();
+        assert!(sql.contains("\"public\".\"employees\"") && sql.contains("$1"), "{what}: {sql}");
+        assert!(
+            ok(&r[19])["cite"].as_str().unwrap().contains(&format!("staff = {staff_id}")),
+            "{what}: {}",
+            r[19]
+        );
+        let refused = failed(&r[20]);
+        assert!(
+            refused.starts_with("400 WRONG_TYPE: dimensions[0]: grain month needs a date or timestamp field"),
+            "{what}: {refused}"
+        );
     }
     // Every SDK and transport saw the same answers.
     let structured = |r: &[Value]| -> Vec<Value> {
@@ -431,7 +460,7 @@ fn agents_read_models_through_mcp_with_the_python_and_typescript_sdks() {
                 call("list_semantic_models", json!({"namespace": ns})),
             ],
         );
-        assert_eq!(r[0]["tools"].as_array().unwrap().len(), 7, "{sdk:?}");
+        assert_eq!(r[0]["tools"].as_array().unwrap().len(), 8, "{sdk:?}");
         assert!(failed(&r[1]).starts_with("401"), "{sdk:?}: {}", r[1]);
     }
 }

@@ -149,11 +149,11 @@ async fn every_shape_gives_the_reference_answer_on_postgres_and_mariadb() {
     postgres().psql("postgres", &format!("CREATE DATABASE {database}"));
     postgres().psql(
         &database,
-        &format!("CREATE SCHEMA wh;\n{}", script(Flavor::Postgres)),
+        &format!("CREATE SCHEMA wh;\n{}", script(Flavor::Postgres, "wh")),
     );
     mariadb().mysql(&format!(
         "CREATE DATABASE wh;\n{}",
-        script(Flavor::Mariadb)
+        script(Flavor::Mariadb, "wh")
     ));
 
     let (pg, connection) = tokio_postgres::connect(

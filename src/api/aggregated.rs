@@ -16,7 +16,8 @@ use super::auth::Asker;
 use super::error;
 use super::extract::{Path, Query};
 use super::paths::{self, GROUP, GROUP_VERSION, VERSION};
-use super::{checks, explain, impact, lineage, routes, versions};
+use super::{checks, compile, explain, impact, lineage, routes, versions};
+use axum::extract::RawQuery;
 use crate::ossie::source_ref::split_segments;
 
 type S = State<Arc<ApiState>>;
@@ -86,6 +87,7 @@ pub fn routes(router: Router<Arc<ApiState>>) -> Router<Arc<ApiState>> {
         .route(paths::AGG_MODEL, get(model))
         .route(paths::AGG_MODEL_LINEAGE, get(model_lineage))
         .route(paths::AGG_MODEL_VERSIONS, get(model_versions))
+        .route(paths::AGG_MODEL_SQL, get(model_sql))
         .route(
             paths::AGG_STALE_SCHEMAS,
             get(|s: S, p: NsName, a: Asker| checks::stale_schemas(s, p, a)),
@@ -161,6 +163,13 @@ async fn model_lineage(s: S, Path((ns, n)): NsName, a: Asker) -> Response {
 async fn model_versions(s: S, Path((ns, n)): NsName, a: Asker) -> Response {
     match dotted::<3>(&n) {
         Some([c, schema, m]) => versions::model_versions(s, Path((ns, c, schema, m)), a).await,
+        None => error::BAD_DOTTED_NAME.into_response(),
+    }
+}
+
+async fn model_sql(s: S, Path((ns, n)): NsName, q: RawQuery, a: Asker) -> Response {
+    match dotted::<3>(&n) {
+        Some([c, schema, m]) => compile::model_sql(s, Path((ns, c, schema, m)), q, a).await,
         None => error::BAD_DOTTED_NAME.into_response(),
     }
 }
@@ -348,6 +357,7 @@ mod tests {
                 ("metrics", "get"),
                 ("models", "get,list"),
                 ("models/lineage", "get"),
+                ("models/sql", "get"),
                 ("models/versions", "get"),
                 ("schemas", ""),
                 ("schemas/metrics", "get"),

@@ -5,6 +5,7 @@
 pub mod aggregated;
 pub mod auth;
 pub mod checks;
+pub mod compile;
 pub mod error;
 pub mod explain;
 pub mod extract;
@@ -132,6 +133,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route(paths::METRIC, get(explain::metric_by_id))
         .route(MODEL, get(routes::get_model))
         .route(paths::MODEL_VERSIONS, get(versions::model_versions))
+        .route(paths::MODEL_SQL, get(compile::model_sql))
         .route(paths::STALE_SCHEMAS, get(checks::stale_schemas))
         .route(paths::STALE_ENTITIES, get(checks::stale_entities))
         .route(paths::RECONCILE, axum::routing::post(checks::reconcile))

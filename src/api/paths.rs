@@ -16,6 +16,9 @@ pub const MODEL: &str =
     "/api/metalakes/{ns}/catalogs/{catalog}/schemas/{schema}/semantic-models/{name}";
 pub const MODEL_VERSIONS: &str =
     "/api/metalakes/{ns}/catalogs/{catalog}/schemas/{schema}/semantic-models/{name}/versions";
+/// A metric question compiled to SQL against the model (docs/queries.md).
+pub const MODEL_SQL: &str =
+    "/api/metalakes/{ns}/catalogs/{catalog}/schemas/{schema}/semantic-models/{name}/sql";
 
 pub const STALE_SCHEMAS: &str = "/api/metalakes/{ns}/catalogs/{catalog}/stale-schemas";
 pub const STALE_ENTITIES: &str = "/api/metalakes/{ns}/catalogs/{catalog}/stale-entities";
@@ -53,6 +56,7 @@ pub const AGG_METRIC: &str = aggregated!("metrics/{name}");
 pub const AGG_MODEL: &str = aggregated!("models/{name}");
 pub const AGG_MODEL_LINEAGE: &str = aggregated!("models/{name}/lineage");
 pub const AGG_MODEL_VERSIONS: &str = aggregated!("models/{name}/versions");
+pub const AGG_MODEL_SQL: &str = aggregated!("models/{name}/sql");
 pub const AGG_STALE_SCHEMAS: &str = aggregated!("catalogs/{name}/stale-schemas");
 pub const AGG_STALE_ENTITIES: &str = aggregated!("catalogs/{name}/stale-entities");
 pub const AGG_REGISTRATIONS: &str = aggregated!("catalogs/{name}/registrations");
@@ -73,6 +77,7 @@ pub const AGGREGATED: &[(&str, &str)] = &[
     (AGG_MODEL, MODEL),
     (AGG_MODEL_LINEAGE, MODEL_LINEAGE),
     (AGG_MODEL_VERSIONS, MODEL_VERSIONS),
+    (AGG_MODEL_SQL, MODEL_SQL),
     (AGG_STALE_SCHEMAS, STALE_SCHEMAS),
     (AGG_STALE_ENTITIES, STALE_ENTITIES),
     (AGG_REGISTRATIONS, REGISTRATIONS),

@@ -11,6 +11,7 @@ pub mod ossie;
 pub mod query;
 pub mod reference;
 pub mod run;
+pub mod sql;
 pub mod validate;
 
 use std::path::PathBuf;
@@ -125,6 +126,10 @@ enum Command {
         #[command(flatten)]
         api: query::ApiArgs,
     },
+    /// Compile a metric question to SQL for the model's catalog (read API): metrics, dimensions
+    /// with an optional time grain, filters, order, limit. SQL on stdout (`-o json` adds its
+    /// parameters, metric ids and revision); `--execute` runs it with your own connection.
+    Sql(Box<sql::SqlArgs>),
     /// Serve MCP (Model Context Protocol) on stdio for AI agents: read-only tools over the read
     /// API as the kubeconfig's user (docs/mcp.md).
     Mcp {
@@ -316,6 +321,7 @@ pub fn main() -> ExitCode {
         ),
         Command::Metric { id, api } => query::main(&api, crate::client::Query::Metric { id }),
         Command::Mcp { api } => mcp::main(&api),
+        Command::Sql(args) => sql::main(*args),
         Command::History {
             catalog,
             schema,

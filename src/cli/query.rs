@@ -223,7 +223,7 @@ fn render_versions(value: &Value) -> String {
 }
 
 /// Rows as left-aligned columns three spaces apart (the first row is the header).
-fn aligned(rows: impl IntoIterator<Item = Vec<String>>) -> String {
+pub(super) fn aligned(rows: impl IntoIterator<Item = Vec<String>>) -> String {
     let all: Vec<Vec<String>> = rows.into_iter().collect();
     let widths: Vec<usize> = (0..all.first().map_or(0, Vec::len))
         .map(|c| {

@@ -80,4 +80,12 @@ pub enum Query {
         catalog: String,
         dry_run: bool,
     },
+    /// A metric question compiled to SQL against a model; `question` is its URL form
+    /// ([`crate::sql::Question::to_query`]).
+    Sql {
+        catalog: String,
+        schema: String,
+        name: String,
+        question: String,
+    },
 }

@@ -137,6 +137,13 @@ impl Query {
                 schema,
                 name,
             } => model_route(MODEL_VERSIONS, AGG_MODEL_VERSIONS, catalog, schema, name),
+            Query::Sql {
+                catalog,
+                schema,
+                name,
+                question,
+            } => model_route(MODEL_SQL, AGG_MODEL_SQL, catalog, schema, name)
+                .query(format!("?{question}")),
             Query::NamespaceModels { catalog, schema } => {
                 Route::get(NS_MODELS, AGG_NS_MODELS).query(filter_query(catalog, schema))
             }
@@ -297,6 +304,12 @@ mod tests {
             Query::Metric {
                 id: "0190-a/b".into(),
             },
+            Query::Sql {
+                catalog: "c".into(),
+                schema: "s".into(),
+                name: "m".into(),
+                question: "metric=a&limit=2".into(),
+            },
         ]
     }
 
@@ -334,6 +347,10 @@ mod tests {
             ("GET", "/api/metalakes/ns/semantic-models?catalog=c%20d"),
             ("GET", "/api/metalakes/ns/semantic-models"),
             ("GET", "/api/metalakes/ns/semantic-model-metrics/0190-a%2Fb"),
+            (
+                "GET",
+                "/api/metalakes/ns/catalogs/c/schemas/s/semantic-models/m/sql?metric=a&limit=2",
+            ),
         ];
         for (q, (method, path)) in queries.iter().zip(want) {
             let r = q.request("ns", Family::Direct);
@@ -460,6 +477,16 @@ mod tests {
                 },
                 "GET",
                 format!("{agg}/models/c.%60a.b%60.m/versions"),
+            ),
+            (
+                Query::Sql {
+                    catalog: "c".into(),
+                    schema: "s".into(),
+                    name: "m".into(),
+                    question: "metric=a%2Cb".into(),
+                },
+                "GET",
+                format!("{agg}/models/c.s.m/sql?metric=a%2Cb"),
             ),
         ]
     }

@@ -317,6 +317,42 @@ impl SemopsMcp {
     }
 
     #[tool(
+        description = "Compiles a metric question (metrics, dimensions with an optional time grain, structured filters, order, limit) to SQL for the model's catalog, from the model's accepted revision: joins only along declared relationships, each metric aggregated at its own dataset's grain (no fan-out double counting), every value a bound parameter. semops never runs it. The answer names the metric ids and the revision: cite them with any number computed from the SQL.",
+        annotations(read_only_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<CompileOut>()
+    )]
+    async fn compile_metric_query(
+        &self,
+        Parameters(input): Parameters<CompileInput>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let query = Query::Sql {
+            catalog: input.catalog.clone(),
+            schema: input.schema.clone(),
+            name: input.model.clone(),
+            question: input.question().to_query(),
+        };
+        Ok(match self.read(&ctx, &input.namespace, query).await {
+            Ok(body) => {
+                let ids: Vec<String> = body["metrics"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|m| format!("{} = {}", m["name"].as_str().unwrap_or(""), m["id"].as_str().unwrap_or("")))
+                    .collect();
+                answer(&CompileOut {
+                    cite: format!(
+                        "revision {} of {}.{}.{}; metric ids: {}",
+                        body["revision"], input.catalog, input.schema, input.model, ids.join(", ")
+                    ),
+                    compiled: body,
+                })
+            }
+            Err(f) => f,
+        })
+    }
+
+    #[tool(
         description = "A metric by its stable id, also after a rename (the old id is retired, never reused): its model, current or last name, state, the rename's new id, its expression per dialect and its definition in each kept revision.",
         annotations(read_only_hint = true, open_world_hint = false),
         output_schema = schema_for_output::<ExplainOut>()

@@ -181,6 +181,51 @@ pub struct LineageOut {
     pub graph: Value,
 }
 
+/// A metric question for `compile_metric_query`.
+#[derive(Deserialize, JsonSchema, Debug)]
+pub struct CompileInput {
+    pub namespace: String,
+    pub catalog: String,
+    pub schema: String,
+    /// The model's name (its `spec.name`, else its metadata name).
+    pub model: String,
+    /// Metric names of the model (at least one).
+    pub metrics: Vec<String>,
+    /// Fields to group by, `dataset.field`; `:day`, `:week`, `:month`, `:quarter` or `:year`
+    /// after a date or timestamp field.
+    #[serde(default)]
+    pub dimensions: Vec<String>,
+    /// Conditions on fields, applied before aggregation. Values are bound as parameters.
+    #[serde(default)]
+    pub filters: Vec<crate::sql::Filter>,
+    /// Output columns to sort by (a requested metric or dimension), `-` in front for descending.
+    #[serde(default)]
+    pub order: Vec<String>,
+    #[serde(default)]
+    pub limit: Option<u64>,
+}
+
+impl CompileInput {
+    pub fn question(&self) -> crate::sql::Question {
+        crate::sql::Question {
+            metrics: self.metrics.clone(),
+            dimensions: self.dimensions.clone(),
+            filters: self.filters.clone(),
+            order: self.order.clone(),
+            limit: self.limit,
+        }
+    }
+}
+
+#[derive(Serialize, JsonSchema, Debug)]
+pub struct CompileOut {
+    /// The SQL, its parameters, the metric ids and revision it used, the joins it chose.
+    #[schemars(with = "crate::api::compile::CompiledQuery")]
+    pub compiled: Value,
+    /// How to cite the answer.
+    pub cite: String,
+}
+
 #[derive(Serialize, JsonSchema, Debug)]
 pub struct ExplainOut {
     #[schemars(with = "crate::api::explain::MetricExplanation")]

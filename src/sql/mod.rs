@@ -18,7 +18,7 @@ use crate::crd::semantic_model::{Definition, MetricIdentity, SourceAssociation};
 use serde::Serialize;
 
 /// The SQL a catalog speaks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Target {
     /// PostgreSQL: `"quoted"` identifiers, `$n` parameters, `DATE_TRUNC`.
@@ -43,7 +43,7 @@ pub struct Model<'a> {
 }
 
 /// A compiled question.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Compiled {
     pub target: Target,
@@ -59,11 +59,13 @@ pub struct Compiled {
     /// Per dataset whose rows are aggregated: the relationships followed to reach the datasets of
     /// the dimensions and filters.
     pub paths: Vec<MetricPath>,
+    /// The catalogs whose tables the SQL reads (sorted): the SQL runs where they are.
+    pub catalogs: Vec<String>,
 }
 
 /// A bound value. `value` is the text the database receives; `type` is the Ossie data type of
 /// the field it is compared with (the SQL casts to it where the dialect needs a cast).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Parameter {
     #[serde(rename = "type")]
     pub data_type: &'static str,
@@ -71,7 +73,7 @@ pub struct Parameter {
 }
 
 /// A requested metric and its stable id.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct MetricUse {
     pub name: String,
     pub id: String,
@@ -92,7 +94,7 @@ pub struct QueryError {
 }
 
 /// What kind of fault a [`QueryError`] is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub enum ErrorKind {
     /// The question is malformed or over a bound.
     Invalid,
@@ -119,7 +121,35 @@ impl QueryError {
 /// Compiles `question` against `model` for `target`.
 pub fn compile(model: Model<'_>, question: &Question, target: Target) -> Result<Compiled, QueryError> {
     let plan = plan::plan(model, question)?;
-    Ok(render::render(model, &plan, target))
+    let mut compiled = render::render(model, &plan, target);
+    compiled.catalogs = catalogs_read(model, &compiled.paths);
+    Ok(compiled)
+}
+
+/// The catalogs of the sources of every dataset the paths read, as resolved at acceptance (else
+/// as the definition names them).
+fn catalogs_read(model: Model<'_>, paths: &[MetricPath]) -> Vec<String> {
+    let datasets = paths
+        .iter()
+        .flat_map(|p| std::iter::once(&p.dataset).chain(p.joins.iter().map(|j| &j.to)));
+    let mut out: Vec<String> = datasets
+        .filter_map(|name| {
+            if let Some(a) = model.sources.iter().find(|a| a.dataset == name.as_str()) {
+                return Some(a.source.catalog.to_string());
+            }
+            let ds = model
+                .definition
+                .datasets
+                .iter()
+                .find(|d| d.name == name.as_str())?;
+            crate::ossie::source_ref::SourceRef::parse(&ds.source)
+                .ok()
+                .map(|r| r.catalog)
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use super::{ErrorKind, FilterOp, Grain, MetricUse, Model, Question, QueryError};
 const MAX_DERIVED_DEPTH: usize = 16;
 
 /// One relationship followed from the many side to the one side.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct JoinStep {
     pub relationship: String,
     pub from: String,
@@ -26,7 +26,7 @@ pub struct JoinStep {
 }
 
 /// The joins one aggregated dataset needs.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct MetricPath {
     pub dataset: String,
     pub joins: Vec<JoinStep>,
@@ -389,7 +389,7 @@ fn unknown_field(ix: &Index<'_>, parameter: String, text: &str) -> QueryError {
     let hint = match text.split_once('.') {
         None => "write dataset.field".to_string(),
         Some((d, _)) => match ix.datasets.get(d) {
-            None => format!("no dataset {d}; datasets: {}", names(ix.datasets.keys().copied())),
+            None => format!("no dataset {}; datasets: {}", shown(d), names(ix.datasets.keys().copied())),
             Some(&i) => format!(
                 "dataset {d} has fields {}",
                 names(
@@ -403,7 +403,17 @@ fn unknown_field(ix: &Index<'_>, parameter: String, text: &str) -> QueryError {
             ),
         },
     };
-    QueryError::new(ErrorKind::Unknown, parameter, format!("unknown field {text}; {hint}"))
+    QueryError::new(ErrorKind::Unknown, parameter, format!("unknown field {}; {hint}", shown(text)))
+}
+
+/// Caller text as an error shows it: quoted, control characters escaped, at most 64 characters,
+/// so an error never carries raw input back (docs/queries.md#errors).
+pub(super) fn shown(text: &str) -> String {
+    const MAX: usize = 64;
+    match text.char_indices().nth(MAX) {
+        None => format!("{text:?}"),
+        Some((cut, _)) => format!("{:?}…", &text[..cut]),
+    }
 }
 
 /// Up to ten names, sorted, for a hint.
@@ -548,7 +558,8 @@ pub(super) fn plan(model: Model<'_>, q: &Question) -> Result<Plan, QueryError> {
                 ErrorKind::Unknown,
                 format!("metrics[{i}]"),
                 format!(
-                    "unknown metric {name}; the model has {}",
+                    "unknown metric {}; the model has {}",
+                    shown(name),
                     names(all_metrics.iter().map(|m| m.name.as_str()))
                 ),
             ));
@@ -576,7 +587,7 @@ pub(super) fn plan(model: Model<'_>, q: &Question) -> Result<Plan, QueryError> {
                     return Err(QueryError::new(
                         ErrorKind::Invalid,
                         parameter,
-                        format!("unknown grain {g}; use day, week, month, quarter or year"),
+                        format!("unknown grain {}; use day, week, month, quarter or year", shown(g)),
                     ));
                 }
             },
@@ -606,7 +617,7 @@ pub(super) fn plan(model: Model<'_>, q: &Question) -> Result<Plan, QueryError> {
             return Err(QueryError::new(
                 ErrorKind::Invalid,
                 parameter,
-                format!("dimension {text} is asked for twice; name it once"),
+                format!("dimension {} is asked for twice; name it once", shown(text)),
             ));
         }
         let mut alias = format!("{}__{}", ix.dataset(d).name, field.name);
@@ -781,14 +792,14 @@ pub(super) fn plan(model: Model<'_>, q: &Question) -> Result<Plan, QueryError> {
             return Err(QueryError::new(
                 ErrorKind::Invalid,
                 format!("order[{i}]"),
-                format!("{name} is not a requested metric or dimension; order by one of those"),
+                format!("{} is not a requested metric or dimension; order by one of those", shown(name)),
             ));
         };
         if order.iter().any(|(a, _)| *a == alias) {
             return Err(QueryError::new(
                 ErrorKind::Invalid,
                 format!("order[{i}]"),
-                format!("{name} is ordered by twice"),
+                format!("{} is ordered by twice", shown(name)),
             ));
         }
         order.push((alias, descending));

@@ -165,6 +165,96 @@ impl Question {
     }
 }
 
+/// Most entries one URL query may hold (each becomes at most one part of a question).
+const MAX_QUERY_PAIRS: usize = MAX_METRICS + MAX_DIMENSIONS + MAX_FILTERS + MAX_METRICS + MAX_DIMENSIONS + 1;
+
+impl Question {
+    /// The question as a URL query (docs/queries.md#http): `metric`, `dimension`, `order` and
+    /// `filter` once per entry (a filter as a JSON object), then `limit`. Names may hold any
+    /// character, commas included, so entries are never packed into one value.
+    pub fn to_query(&self) -> String {
+        let mut pairs: Vec<(&str, String)> = Vec::new();
+        pairs.extend(self.metrics.iter().map(|m| ("metric", m.clone())));
+        pairs.extend(self.dimensions.iter().map(|d| ("dimension", d.clone())));
+        pairs.extend(self.filters.iter().map(|f| {
+            ("filter", serde_json::to_string(f).expect("a filter serializes"))
+        }));
+        pairs.extend(self.order.iter().map(|o| ("order", o.clone())));
+        if let Some(limit) = self.limit {
+            pairs.push(("limit", limit.to_string()));
+        }
+        serde_urlencoded::to_string(&pairs).expect("pairs of strings encode")
+    }
+
+    /// Reads [`Question::to_query`]'s form. An unknown key, a filter that is no JSON object of
+    /// the filter shape, or a limit that is no number is refused naming the entry.
+    pub fn from_query(query: &str) -> Result<Question, QueryError> {
+        let invalid = |parameter: String, message: String| QueryError::new(ErrorKind::Invalid, parameter, message);
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)
+            .map_err(|_| invalid("query".into(), "the query string does not decode; percent-encode each value".into()))?;
+        if pairs.len() > MAX_QUERY_PAIRS {
+            return Err(invalid(
+                "query".into(),
+                format!("{} entries; at most {MAX_QUERY_PAIRS} are allowed", pairs.len()),
+            ));
+        }
+        let mut q = Question::default();
+        for (key, value) in pairs {
+            match key.as_str() {
+                "metric" => q.metrics.push(value),
+                "dimension" => q.dimensions.push(value),
+                "order" => q.order.push(value),
+                "filter" => {
+                    let i = q.filters.len();
+                    let filter = serde_json::from_str(&value).map_err(|e| {
+                        invalid(
+                            format!("filters[{i}]"),
+                            format!(
+                                "is not a filter ({}); write {{\"field\": \"dataset.field\", \"op\": \"eq\", \"values\": [...]}}",
+                                e.classify_message()
+                            ),
+                        )
+                    })?;
+                    q.filters.push(filter);
+                }
+                "limit" => {
+                    if q.limit.is_some() {
+                        return Err(invalid("limit".into(), "given twice; give one limit".into()));
+                    }
+                    q.limit = Some(value.parse().map_err(|_| {
+                        invalid("limit".into(), format!("is not a whole number; give a limit from 1 to {MAX_LIMIT}"))
+                    })?);
+                }
+                _ => {
+                    return Err(invalid(
+                        "query".into(),
+                        format!(
+                            "unknown parameter {}; use metric, dimension, filter, order and limit",
+                            super::plan::shown(&key)
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(q)
+    }
+}
+
+/// A serde_json error's kind in words, without the input it quotes.
+trait ClassifyMessage {
+    fn classify_message(&self) -> &'static str;
+}
+
+impl ClassifyMessage for serde_json::Error {
+    fn classify_message(&self) -> &'static str {
+        use serde_json::error::Category;
+        match self.classify() {
+            Category::Syntax | Category::Eof | Category::Io => "not JSON",
+            Category::Data => "a missing or unknown key, or an unknown op",
+        }
+    }
+}
+
 pub(super) fn op_name(op: FilterOp) -> &'static str {
     match op {
         FilterOp::Eq => "eq",

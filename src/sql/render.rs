@@ -436,6 +436,7 @@ pub(super) fn render(model: Model<'_>, plan: &Plan, target: Target) -> Compiled 
         metrics: plan.uses.clone(),
         revision: model.revision,
         columns,
+        catalogs: Vec::new(),
         paths: plan
             .groups
             .iter()

@@ -207,12 +207,12 @@ fn refusals_name_the_part_of_the_question_and_the_fix() {
     let def = shop();
     for (q, kind, parameter, says) in [
         (json!({"metrics": []}), ErrorKind::Invalid, "metrics", "at least one"),
-        (json!({"metrics": ["profit"]}), ErrorKind::Unknown, "metrics[0]", "unknown metric profit"),
+        (json!({"metrics": ["profit"]}), ErrorKind::Unknown, "metrics[0]", "unknown metric \"profit\""),
         (json!({"metrics": ["revenue", "revenue"]}), ErrorKind::Invalid, "metrics[1]", "twice"),
         (json!({"metrics": ["revenue"], "dimensions": ["orders.nope"]}), ErrorKind::Unknown, "dimensions[0]", "dataset orders has fields"),
-        (json!({"metrics": ["revenue"], "dimensions": ["nope.region"]}), ErrorKind::Unknown, "dimensions[0]", "no dataset nope"),
+        (json!({"metrics": ["revenue"], "dimensions": ["nope.region"]}), ErrorKind::Unknown, "dimensions[0]", "no dataset \"nope\""),
         (json!({"metrics": ["revenue"], "dimensions": ["customers.region:month"]}), ErrorKind::WrongType, "dimensions[0]", "needs a date or timestamp"),
-        (json!({"metrics": ["revenue"], "dimensions": ["orders.ordered_at:hour"]}), ErrorKind::Invalid, "dimensions[0]", "unknown grain hour"),
+        (json!({"metrics": ["revenue"], "dimensions": ["orders.ordered_at:hour"]}), ErrorKind::Invalid, "dimensions[0]", "unknown grain \"hour\""),
         (json!({"metrics": ["revenue"], "dimensions": ["lines.quantity"]}), ErrorKind::Unreachable, "dimensions[0]", "count them more than once"),
         (json!({"metrics": ["revenue"], "dimensions": ["visits.at"]}), ErrorKind::Unreachable, "dimensions[0]", "no relationship connects"),
         (json!({"metrics": ["revenue"], "filters": [{"field": "orders.amount", "op": "gt", "values": ["a lot"]}]}), ErrorKind::WrongType, "filters[0].values[0]", "is not a number"),
@@ -226,6 +226,22 @@ fn refusals_name_the_part_of_the_question_and_the_fix() {
         let e = ask(&def, q.clone(), Target::Postgres).unwrap_err();
         assert_eq!((e.kind, e.parameter.as_str()), (kind, parameter), "{q}: {e}");
         assert!(e.message.contains(says), "{q}: {e}");
+    }
+}
+
+#[test]
+fn caller_text_in_an_error_is_quoted_escaped_and_bounded() {
+    let hostile = format!("x\n\u{1b}[31m{}", "y".repeat(500));
+    for q in [
+        json!({"metrics": [hostile]}),
+        json!({"metrics": ["revenue"], "dimensions": [hostile]}),
+        json!({"metrics": ["revenue"], "dimensions": [format!("orders.ordered_at:{hostile}")]}),
+        json!({"metrics": ["revenue"], "order": [hostile]}),
+    ] {
+        let e = ask(&shop(), q.clone(), Target::Postgres).unwrap_err();
+        assert!(!e.message.contains('\n') && !e.message.contains('\u{1b}'), "{e}");
+        assert!(!e.message.contains(&"y".repeat(65)), "{e}");
+        assert!(e.message.contains("\"x\\n\\u{1b}[31myyy"), "{e}");
     }
 }
 
@@ -306,6 +322,27 @@ fn resolved_sources_name_the_tables() {
     )
     .unwrap();
     assert!(c.sql.contains("FROM \"sales\".\"orders_v2\" AS \"orders\""), "{}", c.sql);
+}
+
+#[test]
+fn the_catalogs_read_are_those_of_the_datasets_the_sql_reads() {
+    let def = shop();
+    let ids = ids(&def);
+    // orders resolved into another catalog than its definition names; customers as written.
+    let sources: Vec<SourceAssociation> = vec![serde_json::from_value(json!({
+        "dataset": "orders", "source": {"catalog": "moved", "schema": "sales", "name": "orders"},
+        "type": "TABLE", "id": "1", "revision": 1
+    }))
+    .unwrap()];
+    let model = Model { definition: &def, revision: 1, metric_ids: &ids, sources: &sources };
+    for (q, want) in [
+        (json!({"metrics": ["revenue"]}), vec!["moved"]),
+        (json!({"metrics": ["revenue"], "dimensions": ["customers.region"]}), vec!["moved", "shop"]),
+        (json!({"metrics": ["buyers"]}), vec!["shop"]),
+    ] {
+        let q: Question = serde_json::from_value(q).unwrap();
+        assert_eq!(compile(model, &q, Target::Ansi).unwrap().catalogs, want, "{q:?}");
+    }
 }
 
 mod properties {
@@ -475,5 +512,72 @@ mod properties {
         result.unwrap();
         // Three dialects per case; about a fifth of the cases reach every dimension.
         assert!(compiled.get() > cases as usize / 2, "only {} compiled", compiled.get());
+    }
+}
+
+mod url_form {
+    use super::*;
+    use crate::sql::{FilterOp, Question};
+    use proptest::prelude::*;
+
+    fn text() -> impl Strategy<Value = String> {
+        // Separators of the query string and of lists, JSON's own characters, non-ASCII.
+        "[a-z,&=+%#?;:\"'\\[\\]{} ü\u{1F600}.-]{0,16}"
+    }
+
+    fn op() -> impl Strategy<Value = FilterOp> {
+        prop::sample::select(vec![
+            FilterOp::Eq,
+            FilterOp::In,
+            FilterOp::Between,
+            FilterOp::IsNull,
+            FilterOp::NotIn,
+        ])
+    }
+
+    fn question() -> impl Strategy<Value = Question> {
+        let filter = (text(), op(), proptest::collection::vec(
+            prop_oneof![text().prop_map(|s| json!(s)), any::<i64>().prop_map(|n| json!(n)), any::<bool>().prop_map(|b| json!(b))],
+            0..4,
+        ))
+            .prop_map(|(field, op, values)| crate::sql::Filter { field, op, values });
+        (
+            proptest::collection::vec(text(), 0..5),
+            proptest::collection::vec(text(), 0..5),
+            proptest::collection::vec(filter, 0..4),
+            proptest::collection::vec(text(), 0..3),
+            proptest::option::of(any::<u64>()),
+        )
+            .prop_map(|(metrics, dimensions, filters, order, limit)| Question {
+                metrics,
+                dimensions,
+                filters,
+                order,
+                limit,
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn a_question_survives_its_url_form(q in question()) {
+            prop_assert_eq!(Question::from_query(&q.to_query()).unwrap(), q);
+        }
+    }
+
+    #[test]
+    fn a_bad_url_form_is_refused_naming_the_entry() {
+        for (query, parameter, says) in [
+            ("metric=a&metrics=b", "query", "unknown parameter \"metrics\""),
+            ("metric=a&filter=%7Bnope", "filters[0]", "not JSON"),
+            ("metric=a&filter=%7B%22field%22%3A%22x%22%7D", "filters[0]", "missing or unknown key"),
+            ("metric=a&limit=ten", "limit", "whole number"),
+            ("metric=a&limit=1&limit=2", "limit", "given twice"),
+        ] {
+            let e = Question::from_query(query).unwrap_err();
+            assert_eq!((e.kind, e.parameter.as_str()), (ErrorKind::Invalid, parameter), "{query}: {e}");
+            assert!(e.message.contains(says), "{query}: {e}");
+        }
+        let many = vec!["metric=a"; 400].join("&");
+        assert_eq!(Question::from_query(&many).unwrap_err().parameter, "query");
     }
 }

@@ -51,24 +51,25 @@ fn date(day: u64) -> String {
     format!("{y}-{:02}-{:02}", m + 1, d + 1)
 }
 
-/// DDL and rows as one SQL script (the schema or database is created by the caller).
-pub fn script(flavor: Flavor) -> String {
+/// DDL and rows as one SQL script for the tables of `schema` (a PostgreSQL schema or a MariaDB
+/// database, created by the caller).
+pub fn script(flavor: Flavor, schema: &str) -> String {
     let timestamp = match flavor {
         Flavor::Postgres => "TIMESTAMP",
         Flavor::Mariadb => "DATETIME",
     };
     let mut r = Seeded(20_241_206);
     let mut sql = format!(
-        "CREATE TABLE wh.regions (region_id INTEGER PRIMARY KEY, name VARCHAR(40) NOT NULL);
-CREATE TABLE wh.customers (customer_id INTEGER PRIMARY KEY, region_id INTEGER, segment VARCHAR(40), signed_up_on DATE NOT NULL, vip BOOLEAN NOT NULL);
-CREATE TABLE wh.orders (order_id INTEGER PRIMARY KEY, customer_id INTEGER, ordered_at {timestamp} NOT NULL, status VARCHAR(20) NOT NULL, amount NUMERIC(10,2) NOT NULL, web BOOLEAN NOT NULL);
-CREATE TABLE wh.products (product_id INTEGER PRIMARY KEY, category VARCHAR(40) NOT NULL, launched_on DATE NOT NULL);
-CREATE TABLE wh.order_lines (line_id INTEGER PRIMARY KEY, order_id INTEGER NOT NULL, product_id INTEGER NOT NULL, quantity INTEGER NOT NULL, unit_price NUMERIC(10,2) NOT NULL);
-CREATE TABLE wh.refunds (refund_id INTEGER PRIMARY KEY, order_id INTEGER NOT NULL, amount NUMERIC(10,2) NOT NULL, refunded_at {timestamp} NOT NULL);
+        "CREATE TABLE {schema}.regions (region_id INTEGER PRIMARY KEY, name VARCHAR(40) NOT NULL);
+CREATE TABLE {schema}.customers (customer_id INTEGER PRIMARY KEY, region_id INTEGER, segment VARCHAR(40), signed_up_on DATE NOT NULL, vip BOOLEAN NOT NULL);
+CREATE TABLE {schema}.orders (order_id INTEGER PRIMARY KEY, customer_id INTEGER, ordered_at {timestamp} NOT NULL, status VARCHAR(20) NOT NULL, amount NUMERIC(10,2) NOT NULL, web BOOLEAN NOT NULL);
+CREATE TABLE {schema}.products (product_id INTEGER PRIMARY KEY, category VARCHAR(40) NOT NULL, launched_on DATE NOT NULL);
+CREATE TABLE {schema}.order_lines (line_id INTEGER PRIMARY KEY, order_id INTEGER NOT NULL, product_id INTEGER NOT NULL, quantity INTEGER NOT NULL, unit_price NUMERIC(10,2) NOT NULL);
+CREATE TABLE {schema}.refunds (refund_id INTEGER PRIMARY KEY, order_id INTEGER NOT NULL, amount NUMERIC(10,2) NOT NULL, refunded_at {timestamp} NOT NULL);
 "
     );
     let mut insert = |table: &str, rows: Vec<String>| {
-        sql.push_str(&format!("INSERT INTO wh.{table} VALUES\n  {};\n", rows.join(",\n  ")));
+        sql.push_str(&format!("INSERT INTO {schema}.{table} VALUES\n  {};\n", rows.join(",\n  ")));
     };
     insert(
         "regions",
