@@ -356,17 +356,29 @@ fn agents_read_models_through_mcp_with_the_python_and_typescript_sdks() {
         let compiled = &ok(&r[19])["compiled"];
         assert_eq!(compiled["target"], "postgres", "{what}");
         assert_eq!(compiled["metrics"][0]["id"], json!(staff_id), "{what}");
-        assert_eq!(compiled["parameters"], json!([{"type": "decimal", "value": "1000"}]), "{what}");
+        assert_eq!(
+            compiled["parameters"],
+            json!([{"type": "decimal", "value": "1000"}]),
+            "{what}"
+        );
         let sql = compiled["sql"].as_str().unwrap();
-        assert!(sql.contains("\"public\".\"employees\"") && sql.contains("$1"), "{what}: {sql}");
         assert!(
-            ok(&r[19])["cite"].as_str().unwrap().contains(&format!("staff = {staff_id}")),
+            sql.contains("\"public\".\"employees\"") && sql.contains("$1"),
+            "{what}: {sql}"
+        );
+        assert!(
+            ok(&r[19])["cite"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("staff = {staff_id}")),
             "{what}: {}",
             r[19]
         );
         let refused = failed(&r[20]);
         assert!(
-            refused.starts_with("400 WRONG_TYPE: dimensions[0]: grain month needs a date or timestamp field"),
+            refused.starts_with(
+                "400 WRONG_TYPE: dimensions[0]: grain month needs a date or timestamp field"
+            ),
             "{what}: {refused}"
         );
     }

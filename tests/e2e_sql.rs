@@ -29,7 +29,10 @@ fn get(port: u16, path: &str, token: &str) -> (u16, Value) {
     s.read_to_string(&mut buf).unwrap();
     let (head, body) = buf.split_once("\r\n\r\n").unwrap();
     let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-    (status, serde_json::from_str(body).unwrap_or(Value::String(body.into())))
+    (
+        status,
+        serde_json::from_str(body).unwrap_or(Value::String(body.into())),
+    )
 }
 
 #[derive(Deserialize)]
@@ -70,7 +73,12 @@ fn normal(v: &Value) -> String {
 }
 
 fn rows(out: &Value, sorted: bool) -> Vec<Vec<String>> {
-    let columns: Vec<&str> = out["columns"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
+    let columns: Vec<&str> = out["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
     let mut rows: Vec<Vec<String>> = out["rows"]
         .as_array()
         .unwrap()
@@ -92,8 +100,14 @@ fn questions_compile_through_the_api_and_run_with_the_callers_connection() {
     let (pg_db, my_db) = (format!("wh_{u}"), format!("whm_{u}"));
     let (pg, my) = (postgres(), mariadb());
     pg.psql("postgres", &format!("CREATE DATABASE {pg_db}"));
-    pg.psql(&pg_db, &format!("CREATE SCHEMA wh;\n{}", script(Flavor::Postgres, "wh")));
-    my.mysql(&format!("CREATE DATABASE {my_db};\n{}", script(Flavor::Mariadb, &my_db)));
+    pg.psql(
+        &pg_db,
+        &format!("CREATE SCHEMA wh;\n{}", script(Flavor::Postgres, "wh")),
+    );
+    my.mysql(&format!(
+        "CREATE DATABASE {my_db};\n{}",
+        script(Flavor::Mariadb, &my_db)
+    ));
 
     let op = Operator::for_namespace(env, ns);
     env.apply_ok(&support::ca_secret(ns, "pg-ca", &pg.ca_pem()));
@@ -117,7 +131,11 @@ fn questions_compile_through_the_api_and_run_with_the_callers_connection() {
     env.apply_ok(&model(ns, "shop-my", &[("source: wh.wh.", &my_sources)]));
     // Regions in MariaDB, everything else in PostgreSQL: a question through regions spans both.
     let mixed = format!("source: mdb.{my_db}.regions");
-    env.apply_ok(&model(ns, "shop-mixed", &[("source: wh.wh.regions", &mixed)]));
+    env.apply_ok(&model(
+        ns,
+        "shop-mixed",
+        &[("source: wh.wh.regions", &mixed)],
+    ));
     for m in ["sm/shop-pg", "sm/shop-my", "sm/shop-mixed"] {
         wait_ready(env, ns, m, "True", "Accepted");
     }
@@ -126,7 +144,10 @@ fn questions_compile_through_the_api_and_run_with_the_callers_connection() {
         ns,
         "analyst",
         "[{apiGroups: [semops.io], resources: [catalogs, semanticmodels], verbs: [get]}]",
-        &[("get", "catalogs.semops.io"), ("get", "semanticmodels.semops.io")],
+        &[
+            ("get", "catalogs.semops.io"),
+            ("get", "semanticmodels.semops.io"),
+        ],
     );
     let other = env.service_account_token(
         ns,
@@ -134,8 +155,12 @@ fn questions_compile_through_the_api_and_run_with_the_callers_connection() {
         "[{apiGroups: [semops.io], resources: [catalogs], verbs: [get]}, {apiGroups: [semops.io], resources: [semanticmodels], resourceNames: [shop-mixed], verbs: [get]}]",
         &[("get", "semanticmodels.semops.io/shop-mixed")],
     );
-    let direct = |m: &str| format!("/api/metalakes/{ns}/catalogs/home/schemas/semantic/semantic-models/{m}/sql");
-    let aggregated = |m: &str| format!("/apis/query.semops.io/v1alpha1/namespaces/{ns}/models/home.semantic.{m}/sql");
+    let direct = |m: &str| {
+        format!("/api/metalakes/{ns}/catalogs/home/schemas/semantic/semantic-models/{m}/sql")
+    };
+    let aggregated = |m: &str| {
+        format!("/apis/query.semops.io/v1alpha1/namespaces/{ns}/models/home.semantic.{m}/sql")
+    };
     let question: Question = serde_json::from_value(json!({
         "metrics": ["revenue", "units"], "dimensions": ["regions.region", "orders.ordered_at:quarter"],
         "filters": [{"field": "orders.status", "op": "in", "values": ["paid", "shipped"]}],
@@ -147,57 +172,152 @@ fn questions_compile_through_the_api_and_run_with_the_callers_connection() {
     // The answer names the revision and the ids status holds, in the dialect of the tables'
     // catalog (the model's home catalog is a managed one).
     let (status, pg_answer) = eventually(Duration::from_secs(30), "the analyst's role", || {
-        let r = get(op.api_port, &format!("{}?{query}", direct("shop-pg")), &full);
+        let r = get(
+            op.api_port,
+            &format!("{}?{query}", direct("shop-pg")),
+            &full,
+        );
         (r.0 != 403).then_some(r)
     });
     assert_eq!(status, 200, "{pg_answer}");
-    let sm: Value = serde_json::from_str(&env.kubectl_ok(&["get", "sm", "shop-pg", "-n", ns, "-o", "json"])).unwrap();
+    let sm: Value =
+        serde_json::from_str(&env.kubectl_ok(&["get", "sm", "shop-pg", "-n", ns, "-o", "json"]))
+            .unwrap();
     assert_eq!(pg_answer["revision"], sm["status"]["revision"]);
     for (i, name) in ["revenue", "units"].iter().enumerate() {
         assert_eq!(
-            (&pg_answer["metrics"][i]["name"], &pg_answer["metrics"][i]["id"]),
+            (
+                &pg_answer["metrics"][i]["name"],
+                &pg_answer["metrics"][i]["id"]
+            ),
             (&json!(name), &id_of(&sm, name))
         );
     }
     assert_eq!(pg_answer["target"], "postgres");
     assert_eq!(pg_answer["catalogs"], json!(["wh"]));
     assert_eq!(pg_answer["namespace"], json!([ns, "home", "semantic"]));
-    assert!(pg_answer["sql"].as_str().unwrap().contains("\"wh\".\"orders\""), "{pg_answer}");
-    assert_eq!(pg_answer["parameters"], json!([{"type": "string", "value": "paid"}, {"type": "string", "value": "shipped"}]));
+    assert!(
+        pg_answer["sql"]
+            .as_str()
+            .unwrap()
+            .contains("\"wh\".\"orders\""),
+        "{pg_answer}"
+    );
+    assert_eq!(
+        pg_answer["parameters"],
+        json!([{"type": "string", "value": "paid"}, {"type": "string", "value": "shipped"}])
+    );
     // The aggregated twin answers the same.
-    let (status, twin) = get(op.api_port, &format!("{}?{query}", aggregated("shop-pg")), &full);
+    let (status, twin) = get(
+        op.api_port,
+        &format!("{}?{query}", aggregated("shop-pg")),
+        &full,
+    );
     assert_eq!((status, &twin), (200, &pg_answer));
-    let (status, my_answer) = get(op.api_port, &format!("{}?{query}", direct("shop-my")), &full);
+    let (status, my_answer) = get(
+        op.api_port,
+        &format!("{}?{query}", direct("shop-my")),
+        &full,
+    );
     assert_eq!(status, 200, "{my_answer}");
     assert_eq!(my_answer["target"], "mysql");
-    assert!(my_answer["sql"].as_str().unwrap().contains(&format!("`{my_db}`.`orders`")), "{my_answer}");
+    assert!(
+        my_answer["sql"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("`{my_db}`.`orders`")),
+        "{my_answer}"
+    );
 
     // Refusals name the part of the question and the fix, on both families.
     for (q, parameter, says) in [
-        ("metric=profit", "metrics[0]", "unknown metric \\\"profit\\\""),
-        ("metric=revenue&dimension=lines.quantity", "dimensions[0]", "more than once"),
-        ("metric=revenue&dimension=regions.region:month", "dimensions[0]", "needs a date or timestamp"),
-        ("metric=revenue&filter=%7B%22field%22%3A%22orders.amount%22%2C%22op%22%3A%22gt%22%2C%22values%22%3A%5B%22lots%22%5D%7D", "filters[0].values[0]", "is not a number"),
+        (
+            "metric=profit",
+            "metrics[0]",
+            "unknown metric \\\"profit\\\"",
+        ),
+        (
+            "metric=revenue&dimension=lines.quantity",
+            "dimensions[0]",
+            "more than once",
+        ),
+        (
+            "metric=revenue&dimension=regions.region:month",
+            "dimensions[0]",
+            "needs a date or timestamp",
+        ),
+        (
+            "metric=revenue&filter=%7B%22field%22%3A%22orders.amount%22%2C%22op%22%3A%22gt%22%2C%22values%22%3A%5B%22lots%22%5D%7D",
+            "filters[0].values[0]",
+            "is not a number",
+        ),
         ("metric=revenue&nonsense=1", "query", "unknown parameter"),
     ] {
         let (status, body) = get(op.api_port, &format!("{}?{q}", direct("shop-pg")), &full);
         assert_eq!(status, 400, "{q}: {body}");
         let message = body["message"].as_str().unwrap();
-        assert!(message.starts_with(&format!("{parameter}: ")) && message.contains(says.replace("\\\"", "\"").as_str()), "{q}: {message}");
-        let (status, body) = get(op.api_port, &format!("{}?{q}", aggregated("shop-pg")), &full);
-        assert_eq!((status, body["kind"].as_str(), body["reason"].as_str()), (400, Some("Status"), Some("BadRequest")), "{q}: {body}");
+        assert!(
+            message.starts_with(&format!("{parameter}: "))
+                && message.contains(says.replace("\\\"", "\"").as_str()),
+            "{q}: {message}"
+        );
+        let (status, body) = get(
+            op.api_port,
+            &format!("{}?{q}", aggregated("shop-pg")),
+            &full,
+        );
+        assert_eq!(
+            (status, body["kind"].as_str(), body["reason"].as_str()),
+            (400, Some("Status"), Some("BadRequest")),
+            "{q}: {body}"
+        );
         assert_eq!(body["message"].as_str().unwrap(), message);
     }
     // One statement runs in one catalog.
-    let (status, body) = get(op.api_port, &format!("{}?metric=revenue&dimension=regions.region", direct("shop-mixed")), &full);
+    let (status, body) = get(
+        op.api_port,
+        &format!(
+            "{}?metric=revenue&dimension=regions.region",
+            direct("shop-mixed")
+        ),
+        &full,
+    );
     assert_eq!(status, 400, "{body}");
-    assert!(body["message"].as_str().unwrap().contains("catalogs mdb, wh"), "{body}");
-    let (status, body) = get(op.api_port, &format!("{}?metric=revenue&dimension=customers.segment", direct("shop-mixed")), &full);
-    assert_eq!((status, body["target"].as_str()), (200, Some("postgres")), "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("catalogs mdb, wh"),
+        "{body}"
+    );
+    let (status, body) = get(
+        op.api_port,
+        &format!(
+            "{}?metric=revenue&dimension=customers.segment",
+            direct("shop-mixed")
+        ),
+        &full,
+    );
+    assert_eq!(
+        (status, body["target"].as_str()),
+        (200, Some("postgres")),
+        "{body}"
+    );
     // The model's RBAC: a caller who may get only another model does not see this one.
-    let (status, body) = get(op.api_port, &format!("{}?{query}", direct("shop-pg")), &other);
+    let (status, body) = get(
+        op.api_port,
+        &format!("{}?{query}", direct("shop-pg")),
+        &other,
+    );
     assert_eq!(status, 404, "{body}");
-    let (status, _) = get(op.api_port, &format!("{}?metric=revenue&dimension=customers.segment", direct("shop-mixed")), &other);
+    let (status, _) = get(
+        op.api_port,
+        &format!(
+            "{}?metric=revenue&dimension=customers.segment",
+            direct("shop-mixed")
+        ),
+        &other,
+    );
     assert_eq!(status, 200);
 
     // `semops sql`: SQL on stdout, and with --execute the rows, run with the caller's own
@@ -205,24 +325,48 @@ fn questions_compile_through_the_api_and_run_with_the_callers_connection() {
     let cli = |model: &str| {
         let mut c = Command::new(env!("CARGO_BIN_EXE_semops"));
         c.args(["sql", "home", "semantic", model, "-n", ns])
-            .args(["--server", &format!("http://127.0.0.1:{}", op.api_port), "--token", &full])
+            .args([
+                "--server",
+                &format!("http://127.0.0.1:{}", op.api_port),
+                "--token",
+                &full,
+            ])
             .env_remove("SEMOPS_DSN");
         c
     };
-    let out = cli("shop-pg").args(["-m", "revenue", "-d", "customers.segment"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = cli("shop-pg")
+        .args(["-m", "revenue", "-d", "customers.segment"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let printed = String::from_utf8(out.stdout).unwrap();
-    assert!(printed.starts_with("SELECT") && printed.contains("\"wh\".\"customers\""), "{printed}");
+    assert!(
+        printed.starts_with("SELECT") && printed.contains("\"wh\".\"customers\""),
+        "{printed}"
+    );
     let out = cli("shop-pg").args(["-m", "nope"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("metrics[0]: unknown metric"), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("metrics[0]: unknown metric"),
+        "{out:?}"
+    );
 
     let shapes: Vec<Shape> = serde_saphyr::from_str(
         &std::fs::read_to_string(format!("{ROOT}/tests/fixtures/warehouse/shapes.yaml")).unwrap(),
     )
     .unwrap();
-    let pg_dsn = format!("host=127.0.0.1 port={} user={} password={} dbname={pg_db} sslmode=disable", pg.port, pg.admin_user, pg.admin_password);
-    let my_dsn = format!("mysql://{}:{}@127.0.0.1:{}/{my_db}", my.admin_user, my.admin_password, my.port);
+    let pg_dsn = format!(
+        "host=127.0.0.1 port={} user={} password={} dbname={pg_db} sslmode=disable",
+        pg.port, pg.admin_user, pg.admin_password
+    );
+    let my_dsn = format!(
+        "mysql://{}:{}@127.0.0.1:{}/{my_db}",
+        my.admin_user, my.admin_password, my.port
+    );
     let picked = [
         "the fan-out trap, order and line metrics together",
         "a ratio across datasets",
@@ -231,7 +375,10 @@ fn questions_compile_through_the_api_and_run_with_the_callers_connection() {
         "grain week (weeks start on Monday)",
     ];
     for name in picked {
-        let shape = shapes.iter().find(|s| s.name == name).unwrap_or_else(|| panic!("no shape {name}"));
+        let shape = shapes
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("no shape {name}"));
         let sorted = shape.question.order.is_empty();
         let mut args: Vec<String> = vec![];
         for m in &shape.question.metrics {
@@ -250,27 +397,60 @@ fn questions_compile_through_the_api_and_run_with_the_callers_connection() {
             args.extend(["--limit".into(), l.to_string()]);
         }
         let run = |c: &mut Command| -> Value {
-            let out = c.args(&args).args(["--execute", "-o", "json"]).output().unwrap();
-            assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+            let out = c
+                .args(&args)
+                .args(["--execute", "-o", "json"])
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{name}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             serde_json::from_slice(&out.stdout).unwrap()
         };
         let on_pg = run(cli("shop-pg").args(["--dsn", &pg_dsn]));
         let on_my = run(cli("shop-my").args(["--dsn", &my_dsn]));
         // The reference, run by PostgreSQL's own client as JSON rows in the answer's column order.
         let reference = shape.reference.as_deref().unwrap();
-        let columns: Vec<String> = on_pg["columns"].as_array().unwrap().iter().map(|c| c.as_str().unwrap().to_string()).collect();
-        let renamed = columns.iter().enumerate().map(|(i, c)| format!("r.\"c{i}\" AS \"{c}\"")).collect::<Vec<_>>().join(", ");
-        let aliases = (0..columns.len()).map(|i| format!("c{i}")).collect::<Vec<_>>().join(", ");
+        let columns: Vec<String> = on_pg["columns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_str().unwrap().to_string())
+            .collect();
+        let renamed = columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("r.\"c{i}\" AS \"{c}\""))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let aliases = (0..columns.len())
+            .map(|i| format!("c{i}"))
+            .collect::<Vec<_>>()
+            .join(", ");
         let psql = Command::new("psql")
             .env("PGPASSWORD", pg.admin_password)
             .args(["-h", "127.0.0.1", "-p", &pg.port.to_string(), "-U", pg.admin_user, "-d", &pg_db, "-At", "-c"])
             .arg(format!("SELECT json_agg(x)::text FROM (SELECT {renamed} FROM ({reference}) AS r({aliases})) AS x"))
             .output()
             .unwrap();
-        assert!(psql.status.success(), "{name}: {}", String::from_utf8_lossy(&psql.stderr));
+        assert!(
+            psql.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&psql.stderr)
+        );
         let want = json!({"columns": columns, "rows": serde_json::from_slice::<Value>(&psql.stdout).unwrap()});
-        assert_eq!(rows(&on_pg, sorted), rows(&want, sorted), "{name} on PostgreSQL");
-        assert_eq!(rows(&on_my, sorted), rows(&want, sorted), "{name} on MariaDB");
+        assert_eq!(
+            rows(&on_pg, sorted),
+            rows(&want, sorted),
+            "{name} on PostgreSQL"
+        );
+        assert_eq!(
+            rows(&on_my, sorted),
+            rows(&want, sorted),
+            "{name} on MariaDB"
+        );
         // The ids come with the rows: those status holds for each requested metric.
         for (i, m) in shape.question.metrics.iter().enumerate() {
             assert_eq!(on_pg["metrics"][i]["name"], json!(m), "{name}");
@@ -294,7 +474,11 @@ fn questions_compile_through_the_api_and_run_with_the_callers_connection() {
         ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let pg_table = String::from_utf8(out.stdout).unwrap();
     let out = cli("shop-my")
         .args(["-m", "order_count", "--execute"])
@@ -307,10 +491,17 @@ fn questions_compile_through_the_api_and_run_with_the_callers_connection() {
         ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let my_table = String::from_utf8(out.stdout).unwrap();
     assert_eq!(pg_table, my_table);
-    assert!(pg_table.starts_with("ORDER_COUNT\n") && pg_table.lines().count() == 2, "{pg_table}");
+    assert!(
+        pg_table.starts_with("ORDER_COUNT\n") && pg_table.lines().count() == 2,
+        "{pg_table}"
+    );
 }
 
 /// The id a model's status gives metric `name`.

@@ -166,12 +166,10 @@ async fn every_shape_gives_the_reference_answer_on_postgres_and_mariadb() {
     .await
     .unwrap();
     tokio::spawn(connection);
-    let mut my = mysql_async::Conn::from_url(format!(
-        "mysql://root:root@127.0.0.1:{}/wh",
-        mariadb().port
-    ))
-    .await
-    .unwrap();
+    let mut my =
+        mysql_async::Conn::from_url(format!("mysql://root:root@127.0.0.1:{}/wh", mariadb().port))
+            .await
+            .unwrap();
 
     let def = model();
     let ids = ids(&def);
@@ -193,15 +191,29 @@ async fn every_shape_gives_the_reference_answer_on_postgres_and_mariadb() {
             }
             continue;
         }
-        let reference = shape.reference.as_deref().expect("a reference or a refusal");
-        let on_pg: Compiled = compiled(Target::Postgres).unwrap_or_else(|e| panic!("{}: {e}", shape.name));
-        let on_my: Compiled = compiled(Target::Mysql).unwrap_or_else(|e| panic!("{}: {e}", shape.name));
+        let reference = shape
+            .reference
+            .as_deref()
+            .expect("a reference or a refusal");
+        let on_pg: Compiled =
+            compiled(Target::Postgres).unwrap_or_else(|e| panic!("{}: {e}", shape.name));
+        let on_my: Compiled =
+            compiled(Target::Mysql).unwrap_or_else(|e| panic!("{}: {e}", shape.name));
         let columns = on_pg.columns.len();
-        let values = |c: &Compiled| c.parameters.iter().map(|p| p.value.clone()).collect::<Vec<_>>();
+        let values = |c: &Compiled| {
+            c.parameters
+                .iter()
+                .map(|p| p.value.clone())
+                .collect::<Vec<_>>()
+        };
         let want = postgres_rows(&pg, reference, columns, &[]).await;
         let got_pg = postgres_rows(&pg, &on_pg.sql, columns, &values(&on_pg)).await;
         let got_my = mariadb_rows(&mut my, &on_my.sql, &values(&on_my)).await;
-        assert!(!want.is_empty(), "{}: the reference answers no rows", shape.name);
+        assert!(
+            !want.is_empty(),
+            "{}: the reference answers no rows",
+            shape.name
+        );
         let (want, got_pg, got_my) = if shape.question.order.is_empty() {
             (unordered(want), unordered(got_pg), unordered(got_my))
         } else {

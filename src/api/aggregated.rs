@@ -17,8 +17,8 @@ use super::error;
 use super::extract::{Path, Query};
 use super::paths::{self, GROUP, GROUP_VERSION, VERSION};
 use super::{checks, compile, explain, impact, lineage, routes, versions};
-use axum::extract::RawQuery;
 use crate::ossie::source_ref::split_segments;
+use axum::extract::RawQuery;
 
 type S = State<Arc<ApiState>>;
 type NsName = Path<(String, String)>;

@@ -15,7 +15,7 @@ use super::error::ApiError;
 use super::extract::Path;
 use super::routes::{accepted_definition, catalog, ok, visible_model};
 use crate::crd::catalog::Provider;
-use crate::sql::{Compiled, ErrorKind, Model, Question, QueryError, Target};
+use crate::sql::{Compiled, ErrorKind, Model, QueryError, Question, Target};
 
 /// A compiled question and what it was compiled against.
 #[derive(Serialize, schemars::JsonSchema)]

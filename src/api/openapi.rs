@@ -95,10 +95,22 @@ pub const ROUTES: &[Route] = &[
         summary: "A metric question compiled to SQL against the model's accepted revision, in its home catalog's dialect: the SQL, its bound parameters, the metric ids and revision used, the joins chosen (semops never runs it). 400 names the part of the question at fault and the fix",
         response: "CompiledQuery",
         query: &[
-            ("metric", "a metric of the model; once per metric (at least one)"),
-            ("dimension", "dataset.field to group by, :day|:week|:month|:quarter|:year after a time field; once per dimension"),
-            ("filter", "a JSON object {\"field\": \"dataset.field\", \"op\": \"eq|ne|lt|le|gt|ge|in|not_in|between|is_null|is_not_null\", \"values\": [...]}; once per filter"),
-            ("order", "a requested metric or dimension, - in front for descending; once per key"),
+            (
+                "metric",
+                "a metric of the model; once per metric (at least one)",
+            ),
+            (
+                "dimension",
+                "dataset.field to group by, :day|:week|:month|:quarter|:year after a time field; once per dimension",
+            ),
+            (
+                "filter",
+                "a JSON object {\"field\": \"dataset.field\", \"op\": \"eq|ne|lt|le|gt|ge|in|not_in|between|is_null|is_not_null\", \"values\": [...]}; once per filter",
+            ),
+            (
+                "order",
+                "a requested metric or dimension, - in front for descending; once per key",
+            ),
             ("limit", "at most this many rows"),
         ],
     },

@@ -124,8 +124,17 @@ pub fn main(args: SqlArgs) -> ExitCode {
     let body = match asked {
         Ok((200, body)) => body,
         Ok((status, body)) => {
-            let text = |k: &str| body.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-            let kind = if text("type").is_empty() { text("reason") } else { text("type") };
+            let text = |k: &str| {
+                body.get(k)
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string()
+            };
+            let kind = if text("type").is_empty() {
+                text("reason")
+            } else {
+                text("type")
+            };
             eprintln!("error: {status} {kind}: {}", text("message"));
             return ExitCode::FAILURE;
         }
@@ -136,7 +145,9 @@ pub fn main(args: SqlArgs) -> ExitCode {
     };
     if !args.execute {
         match args.api.output {
-            Output::Json | Output::Yaml => print!("{}", super::query::render(&body, args.api.output)),
+            Output::Json | Output::Yaml => {
+                print!("{}", super::query::render(&body, args.api.output))
+            }
             _ => println!("{}", body["sql"].as_str().unwrap_or_default()),
         }
         return ExitCode::SUCCESS;
@@ -186,14 +197,24 @@ mod execute {
     /// (verified against the web PKI roots and PGSSLROOTCERT).
     fn postgres_config(dsn: Option<&str>) -> anyhow::Result<tokio_postgres::Config> {
         if let Some(dsn) = dsn {
-            return dsn.parse().context("--dsn is not a PostgreSQL connection string");
+            return dsn
+                .parse()
+                .context("--dsn is not a PostgreSQL connection string");
         }
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         let mut config = tokio_postgres::Config::new();
-        let user = env("PGUSER").or_else(|| env("USER")).unwrap_or_else(|| "postgres".into());
+        let user = env("PGUSER")
+            .or_else(|| env("USER"))
+            .unwrap_or_else(|| "postgres".into());
         config
             .host(env("PGHOST").as_deref().unwrap_or("localhost"))
-            .port(env("PGPORT").map(|p| p.parse()).transpose().context("PGPORT is not a port")?.unwrap_or(5432))
+            .port(
+                env("PGPORT")
+                    .map(|p| p.parse())
+                    .transpose()
+                    .context("PGPORT is not a port")?
+                    .unwrap_or(5432),
+            )
             .dbname(env("PGDATABASE").as_deref().unwrap_or(&user))
             .user(&user);
         if let Some(password) = env("PGPASSWORD") {
@@ -201,7 +222,9 @@ mod execute {
         }
         config.ssl_mode(match env("PGSSLMODE").as_deref() {
             Some("disable") => tokio_postgres::config::SslMode::Disable,
-            Some("require" | "verify-ca" | "verify-full") => tokio_postgres::config::SslMode::Require,
+            Some("require" | "verify-ca" | "verify-full") => {
+                tokio_postgres::config::SslMode::Require
+            }
             _ => tokio_postgres::config::SslMode::Prefer,
         });
         Ok(config)
@@ -211,7 +234,8 @@ mod execute {
         let mut roots = rustls::RootCertStore::empty();
         roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
         if let Ok(path) = std::env::var("PGSSLROOTCERT") {
-            let pem = std::fs::read(&path).with_context(|| format!("cannot read PGSSLROOTCERT {path}"))?;
+            let pem = std::fs::read(&path)
+                .with_context(|| format!("cannot read PGSSLROOTCERT {path}"))?;
             for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(&pem) {
                 roots.add(cert.context("PGSSLROOTCERT holds a bad certificate")?)?;
             }
@@ -241,12 +265,20 @@ mod execute {
         let wrapped = format!("SELECT row_to_json(r)::text FROM (\n{sql}\n) AS r");
         let types = vec![tokio_postgres::types::Type::TEXT; values.len()];
         let statement = client.prepare_typed(&wrapped, &types).await?;
-        let params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
-            values.iter().map(|v| v as &(dyn tokio_postgres::types::ToSql + Sync)).collect();
+        let params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = values
+            .iter()
+            .map(|v| v as &(dyn tokio_postgres::types::ToSql + Sync))
+            .collect();
         let mut rows = Vec::new();
         for row in client.query(&statement, &params).await? {
-            let object: serde_json::Map<String, Value> = serde_json::from_str(row.get::<_, &str>(0))?;
-            rows.push(columns.iter().map(|c| object.get(c).cloned().unwrap_or(Value::Null)).collect());
+            let object: serde_json::Map<String, Value> =
+                serde_json::from_str(row.get::<_, &str>(0))?;
+            rows.push(
+                columns
+                    .iter()
+                    .map(|c| object.get(c).cloned().unwrap_or(Value::Null))
+                    .collect(),
+            );
         }
         Ok(rows)
     }
@@ -256,7 +288,10 @@ mod execute {
             return mysql_async::Opts::from_url(dsn).context("--dsn is not a mysql:// URL");
         }
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-        let port = env("MYSQL_TCP_PORT").map(|p| p.parse()).transpose().context("MYSQL_TCP_PORT is not a port")?;
+        let port = env("MYSQL_TCP_PORT")
+            .map(|p| p.parse())
+            .transpose()
+            .context("MYSQL_TCP_PORT is not a port")?;
         Ok(mysql_async::OptsBuilder::default()
             .ip_or_hostname(env("MYSQL_HOST").unwrap_or_else(|| "localhost".into()))
             .tcp_port(port.unwrap_or(3306))
@@ -266,7 +301,11 @@ mod execute {
             .into())
     }
 
-    async fn mysql(sql: &str, values: &[String], dsn: Option<&str>) -> anyhow::Result<Vec<Vec<Value>>> {
+    async fn mysql(
+        sql: &str,
+        values: &[String],
+        dsn: Option<&str>,
+    ) -> anyhow::Result<Vec<Vec<Value>>> {
         use mysql_async::prelude::Queryable;
         let mut conn = mysql_async::Conn::new(mysql_opts(dsn)?)
             .await
@@ -279,7 +318,13 @@ mod execute {
                 let decimal: Vec<bool> = row
                     .columns_ref()
                     .iter()
-                    .map(|c| matches!(c.column_type(), mysql_async::consts::ColumnType::MYSQL_TYPE_NEWDECIMAL | mysql_async::consts::ColumnType::MYSQL_TYPE_DECIMAL))
+                    .map(|c| {
+                        matches!(
+                            c.column_type(),
+                            mysql_async::consts::ColumnType::MYSQL_TYPE_NEWDECIMAL
+                                | mysql_async::consts::ColumnType::MYSQL_TYPE_DECIMAL
+                        )
+                    })
                     .collect();
                 row.unwrap()
                     .into_iter()
@@ -345,7 +390,8 @@ mod execute {
                 };
                 let header = columns.iter().map(|c| c.to_uppercase()).collect::<Vec<_>>();
                 super::super::query::aligned(
-                    std::iter::once(header).chain(rows.iter().map(|r| r.iter().map(cell).collect())),
+                    std::iter::once(header)
+                        .chain(rows.iter().map(|r| r.iter().map(cell).collect())),
                 )
             }
         }
@@ -359,14 +405,36 @@ mod tests {
     #[test]
     fn filters_read_from_the_command_line() {
         for (text, want) in [
-            ("orders.status in paid,shipped", json!({"field": "orders.status", "op": "in", "values": ["paid", "shipped"]})),
-            ("orders.amount ge 100", json!({"field": "orders.amount", "op": "ge", "values": ["100"]})),
-            ("customers.name eq Ada, Countess", json!({"field": "customers.name", "op": "eq", "values": ["Ada, Countess"]})),
-            ("orders.ordered_at between 2025-01-01,2025-02-01", json!({"field": "orders.ordered_at", "op": "between", "values": ["2025-01-01", "2025-02-01"]})),
-            ("customers.segment is_null", json!({"field": "customers.segment", "op": "is_null", "values": []})),
-            (r#"{"field": "a.b", "op": "in", "values": ["x,y", 3]}"#, json!({"field": "a.b", "op": "in", "values": ["x,y", 3]})),
+            (
+                "orders.status in paid,shipped",
+                json!({"field": "orders.status", "op": "in", "values": ["paid", "shipped"]}),
+            ),
+            (
+                "orders.amount ge 100",
+                json!({"field": "orders.amount", "op": "ge", "values": ["100"]}),
+            ),
+            (
+                "customers.name eq Ada, Countess",
+                json!({"field": "customers.name", "op": "eq", "values": ["Ada, Countess"]}),
+            ),
+            (
+                "orders.ordered_at between 2025-01-01,2025-02-01",
+                json!({"field": "orders.ordered_at", "op": "between", "values": ["2025-01-01", "2025-02-01"]}),
+            ),
+            (
+                "customers.segment is_null",
+                json!({"field": "customers.segment", "op": "is_null", "values": []}),
+            ),
+            (
+                r#"{"field": "a.b", "op": "in", "values": ["x,y", 3]}"#,
+                json!({"field": "a.b", "op": "in", "values": ["x,y", 3]}),
+            ),
         ] {
-            assert_eq!(serde_json::to_value(parse_filter(text).unwrap()).unwrap(), want, "{text}");
+            assert_eq!(
+                serde_json::to_value(parse_filter(text).unwrap()).unwrap(),
+                want,
+                "{text}"
+            );
         }
         for (text, says) in [
             ("orders.amount", "FIELD OP"),
@@ -381,12 +449,16 @@ mod tests {
     #[test]
     fn rows_render_as_a_table_or_objects_in_column_order() {
         let body = json!({"columns": ["region", "revenue"], "metrics": [{"name": "revenue", "id": "x"}], "revision": 3});
-        let rows = vec![vec![json!("north"), json!(12.5)], vec![Value::Null, json!(1)]];
+        let rows = vec![
+            vec![json!("north"), json!(12.5)],
+            vec![Value::Null, json!(1)],
+        ];
         assert_eq!(
             execute::render(&body, &rows, Output::Table),
             "REGION   REVENUE\nnorth    12.5\nNULL     1\n"
         );
-        let out: Value = serde_json::from_str(&execute::render(&body, &rows, Output::Json)).unwrap();
+        let out: Value =
+            serde_json::from_str(&execute::render(&body, &rows, Output::Json)).unwrap();
         assert_eq!(out["rows"][0], json!({"region": "north", "revenue": 12.5}));
         assert_eq!(out["revision"], 3);
     }

@@ -338,12 +338,22 @@ impl SemopsMcp {
                     .as_array()
                     .into_iter()
                     .flatten()
-                    .map(|m| format!("{} = {}", m["name"].as_str().unwrap_or(""), m["id"].as_str().unwrap_or("")))
+                    .map(|m| {
+                        format!(
+                            "{} = {}",
+                            m["name"].as_str().unwrap_or(""),
+                            m["id"].as_str().unwrap_or("")
+                        )
+                    })
                     .collect();
                 answer(&CompileOut {
                     cite: format!(
                         "revision {} of {}.{}.{}; metric ids: {}",
-                        body["revision"], input.catalog, input.schema, input.model, ids.join(", ")
+                        body["revision"],
+                        input.catalog,
+                        input.schema,
+                        input.model,
+                        ids.join(", ")
                     ),
                     compiled: body,
                 })

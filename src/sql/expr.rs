@@ -119,7 +119,11 @@ impl Visitor for ShapeVisitor {
                 &mut self.shape,
                 &format!(
                     "names `{}`; write dataset.field",
-                    parts.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(".")
+                    parts
+                        .iter()
+                        .map(|p| p.to_string())
+                        .collect::<Vec<_>>()
+                        .join(".")
                 ),
             ),
             Expr::BinaryOp { op, .. } if op.to_string() == "/" => self.shape.divides = true,

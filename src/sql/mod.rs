@@ -119,7 +119,11 @@ impl QueryError {
 }
 
 /// Compiles `question` against `model` for `target`.
-pub fn compile(model: Model<'_>, question: &Question, target: Target) -> Result<Compiled, QueryError> {
+pub fn compile(
+    model: Model<'_>,
+    question: &Question,
+    target: Target,
+) -> Result<Compiled, QueryError> {
     let plan = plan::plan(model, question)?;
     let mut compiled = render::render(model, &plan, target);
     compiled.catalogs = catalogs_read(model, &compiled.paths);

@@ -11,8 +11,8 @@ use serde::Serialize;
 use sqlparser::ast::{Expr, Ident};
 
 use super::expr::{self, ColumnRef};
-use super::question::{bind_text, op_name};
-use super::{ErrorKind, FilterOp, Grain, MetricUse, Model, Question, QueryError};
+use super::question::{bind_text, op_name, shown};
+use super::{ErrorKind, FilterOp, Grain, MetricUse, Model, QueryError, Question};
 
 /// How many metrics deep a derived metric may refer (a → b → c …).
 const MAX_DERIVED_DEPTH: usize = 16;
@@ -118,7 +118,11 @@ struct Simple {
 /// What a metric name resolves to.
 enum Kind {
     Simple(Simple),
-    Derived { expr: Expr, refs: Vec<usize>, divides: bool },
+    Derived {
+        expr: Expr,
+        refs: Vec<usize>,
+        divides: bool,
+    },
 }
 
 /// The model, indexed for lookups.
@@ -151,8 +155,10 @@ impl<'a> Index<'a> {
         let mut out = vec![Vec::new(); d.datasets.len()];
         let mut into = vec![Vec::new(); d.datasets.len()];
         for (r, rel) in d.relationships.iter().flatten().enumerate() {
-            if let (Some(&f), Some(&t)) = (datasets.get(rel.from.as_str()), datasets.get(rel.to.as_str()))
-                && f != t
+            if let (Some(&f), Some(&t)) = (
+                datasets.get(rel.from.as_str()),
+                datasets.get(rel.to.as_str()),
+            ) && f != t
             {
                 out[f].push((r, t));
                 into[t].push((r, f));
@@ -192,16 +198,13 @@ impl<'a> Index<'a> {
 
     fn field(&self, dataset: usize, name: &Ident) -> Option<&'a Field> {
         let fields = self.dataset(dataset).fields.as_deref().unwrap_or_default();
-        fields
-            .iter()
-            .find(|f| f.name == name.value)
-            .or_else(|| {
-                let mut hits = fields.iter().filter(|f| expr::same_name(name, &f.name));
-                match (hits.next(), hits.next()) {
-                    (Some(f), None) => Some(f),
-                    _ => None,
-                }
-            })
+        fields.iter().find(|f| f.name == name.value).or_else(|| {
+            let mut hits = fields.iter().filter(|f| expr::same_name(name, &f.name));
+            match (hits.next(), hits.next()) {
+                (Some(f), None) => Some(f),
+                _ => None,
+            }
+        })
     }
 
     fn source(&self, dataset: usize) -> (String, String) {
@@ -216,7 +219,12 @@ impl<'a> Index<'a> {
     }
 
     fn relationship(&self, r: usize) -> &'a crate::crd::semantic_model::Relationship {
-        &self.model.definition.relationships.as_deref().unwrap_or_default()[r]
+        &self
+            .model
+            .definition
+            .relationships
+            .as_deref()
+            .unwrap_or_default()[r]
     }
 }
 
@@ -238,7 +246,10 @@ fn field_expr(ix: &Index<'_>, dataset: usize, field: &Field) -> Result<Expr, Que
     let ds = ix.dataset(dataset);
     let path = format!("datasets[{}].fields[{}]", ds.name, field.name);
     let text = ansi(&field.expression).ok_or_else(|| {
-        model_error(path.clone(), "has no ANSI_SQL expression; add one to query it".into())
+        model_error(
+            path.clone(),
+            "has no ANSI_SQL expression; add one to query it".into(),
+        )
     })?;
     let mut e = expr::parse(text).map_err(|why| model_error(path.clone(), why))?;
     let shape = expr::shape(&e);
@@ -269,7 +280,10 @@ fn resolve_metric(ix: &Index<'_>, m: usize) -> Result<Kind, QueryError> {
     let metric = &ix.model.definition.metrics.as_deref().unwrap_or_default()[m];
     let path = format!("metrics[{}]", metric.name);
     let text = ansi(&metric.expression).ok_or_else(|| {
-        model_error(path.clone(), "has no ANSI_SQL expression; add one to query it".into())
+        model_error(
+            path.clone(),
+            "has no ANSI_SQL expression; add one to query it".into(),
+        )
     })?;
     let mut e = expr::parse(text).map_err(|why| model_error(path.clone(), why))?;
     let shape = expr::shape(&e);
@@ -320,7 +334,10 @@ fn resolve_metric(ix: &Index<'_>, m: usize) -> Result<Kind, QueryError> {
         if !r.aggregated {
             return Err(model_error(
                 path,
-                format!("`{}` stands outside every aggregate; aggregate it", display_ref(r)),
+                format!(
+                    "`{}` stands outside every aggregate; aggregate it",
+                    display_ref(r)
+                ),
             ));
         }
         let Some(d) = ix.dataset_by_ident(q) else {
@@ -364,7 +381,11 @@ fn resolve_metric(ix: &Index<'_>, m: usize) -> Result<Kind, QueryError> {
         },
         None => Ok(expr::column(&alias, name)),
     })
-    .map_err(|why| failure.take().unwrap_or_else(|| model_error(path.clone(), why)))?;
+    .map_err(|why| {
+        failure
+            .take()
+            .unwrap_or_else(|| model_error(path.clone(), why))
+    })?;
     Ok(Kind::Simple(Simple { dataset, expr: e }))
 }
 
@@ -389,7 +410,11 @@ fn unknown_field(ix: &Index<'_>, parameter: String, text: &str) -> QueryError {
     let hint = match text.split_once('.') {
         None => "write dataset.field".to_string(),
         Some((d, _)) => match ix.datasets.get(d) {
-            None => format!("no dataset {}; datasets: {}", shown(d), names(ix.datasets.keys().copied())),
+            None => format!(
+                "no dataset {}; datasets: {}",
+                shown(d),
+                names(ix.datasets.keys().copied())
+            ),
             Some(&i) => format!(
                 "dataset {d} has fields {}",
                 names(
@@ -403,17 +428,11 @@ fn unknown_field(ix: &Index<'_>, parameter: String, text: &str) -> QueryError {
             ),
         },
     };
-    QueryError::new(ErrorKind::Unknown, parameter, format!("unknown field {}; {hint}", shown(text)))
-}
-
-/// Caller text as an error shows it: quoted, control characters escaped, at most 64 characters,
-/// so an error never carries raw input back (docs/queries.md#errors).
-pub(super) fn shown(text: &str) -> String {
-    const MAX: usize = 64;
-    match text.char_indices().nth(MAX) {
-        None => format!("{text:?}"),
-        Some((cut, _)) => format!("{:?}…", &text[..cut]),
-    }
+    QueryError::new(
+        ErrorKind::Unknown,
+        parameter,
+        format!("unknown field {}; {hint}", shown(text)),
+    )
 }
 
 /// Up to ten names, sorted, for a hint.
@@ -430,10 +449,14 @@ fn names<'a>(it: impl Iterator<Item = &'a str>) -> String {
 }
 
 fn is_time(field: &Field) -> bool {
-    field.dimension.as_ref().and_then(|d| d.is_time).unwrap_or(matches!(
-        field.datatype,
-        Some(DataType::Date | DataType::Time | DataType::DateTime | DataType::DateTimeTz)
-    ))
+    field
+        .dimension
+        .as_ref()
+        .and_then(|d| d.is_time)
+        .unwrap_or(matches!(
+            field.datatype,
+            Some(DataType::Date | DataType::Time | DataType::DateTime | DataType::DateTimeTz)
+        ))
 }
 
 /// The shortest relationship path from `from` to `to` along many-to-one steps, or why there is
@@ -587,14 +610,17 @@ pub(super) fn plan(model: Model<'_>, q: &Question) -> Result<Plan, QueryError> {
                     return Err(QueryError::new(
                         ErrorKind::Invalid,
                         parameter,
-                        format!("unknown grain {}; use day, week, month, quarter or year", shown(g)),
+                        format!(
+                            "unknown grain {}; use day, week, month, quarter or year",
+                            shown(g)
+                        ),
                     ));
                 }
             },
             None => (text.as_str(), None),
         };
-        let (d, field) =
-            split_field(&ix, field_text).ok_or_else(|| unknown_field(&ix, parameter.clone(), field_text))?;
+        let (d, field) = split_field(&ix, field_text)
+            .ok_or_else(|| unknown_field(&ix, parameter.clone(), field_text))?;
         if let Some(g) = grain
             && (!is_time(field) || field.datatype == Some(DataType::Time))
         {
@@ -641,8 +667,8 @@ pub(super) fn plan(model: Model<'_>, q: &Question) -> Result<Plan, QueryError> {
     let mut conditions = Vec::new();
     for (i, f) in q.filters.iter().enumerate() {
         let parameter = format!("filters[{i}].field");
-        let (d, field) =
-            split_field(&ix, &f.field).ok_or_else(|| unknown_field(&ix, parameter.clone(), &f.field))?;
+        let (d, field) = split_field(&ix, &f.field)
+            .ok_or_else(|| unknown_field(&ix, parameter.clone(), &f.field))?;
         let values = f
             .values
             .iter()
@@ -792,7 +818,10 @@ pub(super) fn plan(model: Model<'_>, q: &Question) -> Result<Plan, QueryError> {
             return Err(QueryError::new(
                 ErrorKind::Invalid,
                 format!("order[{i}]"),
-                format!("{} is not a requested metric or dimension; order by one of those", shown(name)),
+                format!(
+                    "{} is not a requested metric or dimension; order by one of those",
+                    shown(name)
+                ),
             ));
         };
         if order.iter().any(|(a, _)| *a == alias) {
@@ -839,7 +868,10 @@ fn expand(
             .collect();
         return Err(model_error(
             format!("metrics[{}]", metrics[m].name),
-            format!("derived metrics refer to each other in a circle: {}", cycle.join(" → ")),
+            format!(
+                "derived metrics refer to each other in a circle: {}",
+                cycle.join(" → ")
+            ),
         ));
     }
     if stack.len() >= MAX_DERIVED_DEPTH {

@@ -119,7 +119,10 @@ impl Question {
             Err(QueryError::new(ErrorKind::Invalid, parameter, message))
         };
         if self.metrics.is_empty() {
-            return invalid("metrics".into(), "name at least one metric of the model".into());
+            return invalid(
+                "metrics".into(),
+                "name at least one metric of the model".into(),
+            );
         }
         for (parameter, count, max) in [
             ("metrics", self.metrics.len(), MAX_METRICS),
@@ -157,7 +160,10 @@ impl Question {
                 };
                 return invalid(
                     format!("filters[{i}].values"),
-                    format!("{n} values given; operator {} takes {want}", op_name(filter.op)),
+                    format!(
+                        "{n} values given; operator {} takes {want}",
+                        op_name(filter.op)
+                    ),
                 );
             }
         }
@@ -166,7 +172,8 @@ impl Question {
 }
 
 /// Most entries one URL query may hold (each becomes at most one part of a question).
-const MAX_QUERY_PAIRS: usize = MAX_METRICS + MAX_DIMENSIONS + MAX_FILTERS + MAX_METRICS + MAX_DIMENSIONS + 1;
+const MAX_QUERY_PAIRS: usize =
+    MAX_METRICS + MAX_DIMENSIONS + MAX_FILTERS + MAX_METRICS + MAX_DIMENSIONS + 1;
 
 impl Question {
     /// The question as a URL query (docs/queries.md#http): `metric`, `dimension`, `order` and
@@ -177,7 +184,10 @@ impl Question {
         pairs.extend(self.metrics.iter().map(|m| ("metric", m.clone())));
         pairs.extend(self.dimensions.iter().map(|d| ("dimension", d.clone())));
         pairs.extend(self.filters.iter().map(|f| {
-            ("filter", serde_json::to_string(f).expect("a filter serializes"))
+            (
+                "filter",
+                serde_json::to_string(f).expect("a filter serializes"),
+            )
         }));
         pairs.extend(self.order.iter().map(|o| ("order", o.clone())));
         if let Some(limit) = self.limit {
@@ -189,13 +199,22 @@ impl Question {
     /// Reads [`Question::to_query`]'s form. An unknown key, a filter that is no JSON object of
     /// the filter shape, or a limit that is no number is refused naming the entry.
     pub fn from_query(query: &str) -> Result<Question, QueryError> {
-        let invalid = |parameter: String, message: String| QueryError::new(ErrorKind::Invalid, parameter, message);
-        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)
-            .map_err(|_| invalid("query".into(), "the query string does not decode; percent-encode each value".into()))?;
+        let invalid = |parameter: String, message: String| {
+            QueryError::new(ErrorKind::Invalid, parameter, message)
+        };
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query).map_err(|_| {
+            invalid(
+                "query".into(),
+                "the query string does not decode; percent-encode each value".into(),
+            )
+        })?;
         if pairs.len() > MAX_QUERY_PAIRS {
             return Err(invalid(
                 "query".into(),
-                format!("{} entries; at most {MAX_QUERY_PAIRS} are allowed", pairs.len()),
+                format!(
+                    "{} entries; at most {MAX_QUERY_PAIRS} are allowed",
+                    pairs.len()
+                ),
             ));
         }
         let mut q = Question::default();
@@ -219,10 +238,16 @@ impl Question {
                 }
                 "limit" => {
                     if q.limit.is_some() {
-                        return Err(invalid("limit".into(), "given twice; give one limit".into()));
+                        return Err(invalid(
+                            "limit".into(),
+                            "given twice; give one limit".into(),
+                        ));
                     }
                     q.limit = Some(value.parse().map_err(|_| {
-                        invalid("limit".into(), format!("is not a whole number; give a limit from 1 to {MAX_LIMIT}"))
+                        invalid(
+                            "limit".into(),
+                            format!("is not a whole number; give a limit from 1 to {MAX_LIMIT}"),
+                        )
                     })?);
                 }
                 _ => {
@@ -230,7 +255,7 @@ impl Question {
                         "query".into(),
                         format!(
                             "unknown parameter {}; use metric, dimension, filter, order and limit",
-                            super::plan::shown(&key)
+                            shown(&key)
                         ),
                     ));
                 }
@@ -252,6 +277,16 @@ impl ClassifyMessage for serde_json::Error {
             Category::Syntax | Category::Eof | Category::Io => "not JSON",
             Category::Data => "a missing or unknown key, or an unknown op",
         }
+    }
+}
+
+/// Caller text as an error shows it: quoted, control characters escaped, at most 64 characters,
+/// so an error never carries raw input back (docs/queries.md#errors).
+pub(super) fn shown(text: &str) -> String {
+    const MAX: usize = 64;
+    match text.char_indices().nth(MAX) {
+        None => format!("{text:?}"),
+        Some((cut, _)) => format!("{:?}…", &text[..cut]),
     }
 }
 
@@ -288,7 +323,10 @@ pub(super) fn bind_text(
         }
     };
     if text.len() > MAX_VALUE_BYTES {
-        return Err(format!("{} bytes; at most {MAX_VALUE_BYTES} are allowed", text.len()));
+        return Err(format!(
+            "{} bytes; at most {MAX_VALUE_BYTES} are allowed",
+            text.len()
+        ));
     }
     let Some(data_type) = data_type else {
         return match value {

@@ -236,7 +236,12 @@ fn group_sql(
                 let (other, e) = plan
                     .groups
                     .iter()
-                    .find_map(|o| o.metrics.iter().find(|(a, _)| a == alias).map(|(_, e)| (o, e)))
+                    .find_map(|o| {
+                        o.metrics
+                            .iter()
+                            .find(|(a, _)| a == alias)
+                            .map(|(_, e)| (o, e))
+                    })
                     .expect("every listed metric belongs to a group");
                 select.push(format!(
                     "(SELECT {} FROM {} AS {} WHERE 1 = 0) AS {}",
@@ -250,7 +255,11 @@ fn group_sql(
         }
     }
     let mut sql = String::new();
-    let _ = write!(sql, "{indent}SELECT\n{indent}  {}", select.join(&format!(",\n{indent}  ")));
+    let _ = write!(
+        sql,
+        "{indent}SELECT\n{indent}  {}",
+        select.join(&format!(",\n{indent}  "))
+    );
     let _ = write!(
         sql,
         "\n{indent}FROM {} AS {}",
@@ -258,19 +267,18 @@ fn group_sql(
         exact(t, &g.dataset)
     );
     for j in &g.joins {
-        let on: Vec<String> = j
-            .on
-            .iter()
-            .map(|(a, z)| {
-                format!(
-                    "{}.{} = {}.{}",
-                    exact(t, &j.step.from),
-                    bare(t, a),
-                    exact(t, &j.step.to),
-                    bare(t, z)
-                )
-            })
-            .collect();
+        let on: Vec<String> =
+            j.on.iter()
+                .map(|(a, z)| {
+                    format!(
+                        "{}.{} = {}.{}",
+                        exact(t, &j.step.from),
+                        bare(t, a),
+                        exact(t, &j.step.to),
+                        bare(t, z)
+                    )
+                })
+                .collect();
         let _ = write!(
             sql,
             "\n{indent}LEFT OUTER JOIN {} AS {} ON {}",
@@ -286,7 +294,11 @@ fn group_sql(
             .enumerate()
             .map(|(i, c)| condition(b, i, c))
             .collect();
-        let _ = write!(sql, "\n{indent}WHERE {}", cs.join(&format!("\n{indent}  AND ")));
+        let _ = write!(
+            sql,
+            "\n{indent}WHERE {}",
+            cs.join(&format!("\n{indent}  AND "))
+        );
     }
     if !group_by.is_empty() {
         let _ = write!(sql, "\n{indent}GROUP BY {}", group_by.join(", "));
@@ -319,7 +331,10 @@ fn core_sql(plan: &Plan, b: &mut Binder, indent: &str) -> String {
         .map(|d| format!("{u}.{0} AS {0}", exact(t, &d.alias)))
         .collect();
     // Each branch has one row per combination, so MAX picks the one non-NULL value.
-    select.extend(all.iter().map(|a| format!("MAX({u}.{0}) AS {0}", exact(t, a))));
+    select.extend(
+        all.iter()
+            .map(|a| format!("MAX({u}.{0}) AS {0}", exact(t, a))),
+    );
     let mut sql = format!(
         "{indent}SELECT\n{indent}  {}\n{indent}FROM (\n{}\n{indent}) AS {u}",
         select.join(&format!(",\n{indent}  ")),
@@ -361,7 +376,10 @@ fn derived(t: Target, e: &Expr, divides: bool) -> String {
 pub(super) fn render(model: Model<'_>, plan: &Plan, target: Target) -> Compiled {
     let t = target;
     let mut b = Binder::new(t, &plan.conditions);
-    let needs_outer = plan.outputs.iter().any(|o| matches!(o, Output::Derived { .. }))
+    let needs_outer = plan
+        .outputs
+        .iter()
+        .any(|o| matches!(o, Output::Derived { .. }))
         || plan
             .groups
             .iter()
@@ -401,9 +419,15 @@ pub(super) fn render(model: Model<'_>, plan: &Plan, target: Target) -> Compiled 
         // the tables, not the aggregate: order the finished rows from outside.
         let prefix = if t == Target::Mysql {
             let r = exact(t, "r");
-            let names: Vec<String> = columns.iter().map(|c| format!("{r}.{}", exact(t, c))).collect();
+            let names: Vec<String> = columns
+                .iter()
+                .map(|c| format!("{r}.{}", exact(t, c)))
+                .collect();
             let indented = sql.replace('\n', "\n  ");
-            sql = format!("SELECT {}\nFROM (\n  {indented}\n) AS {r}", names.join(", "));
+            sql = format!(
+                "SELECT {}\nFROM (\n  {indented}\n) AS {r}",
+                names.join(", ")
+            );
             format!("{r}.")
         } else {
             String::new()

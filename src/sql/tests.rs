@@ -121,7 +121,10 @@ fn one_dataset_by_a_joined_dimension_and_a_month() {
     assert_eq!(c.revision, 7);
     assert_eq!(
         c.metrics.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(),
-        ["0192f3a0-0000-7000-8000-000000000000", "0192f3a0-0000-7000-8000-000000000001"]
+        [
+            "0192f3a0-0000-7000-8000-000000000000",
+            "0192f3a0-0000-7000-8000-000000000001"
+        ]
     );
     assert_eq!(
         c.paths,
@@ -136,7 +139,12 @@ fn one_dataset_by_a_joined_dimension_and_a_month() {
     );
     assert_eq!(
         c.columns,
-        ["customers__region", "orders__ordered_at__month", "revenue", "orders"]
+        [
+            "customers__region",
+            "orders__ordered_at__month",
+            "revenue",
+            "orders"
+        ]
     );
 }
 
@@ -151,7 +159,11 @@ fn metrics_of_two_datasets_are_aggregated_apart_then_combined() {
     // Units are summed over order lines joined up to customers; revenue over orders alone. The
     // revenue of an order with three lines is counted once.
     assert!(c.sql.contains("UNION ALL"), "{}", c.sql);
-    assert!(c.sql.contains("MAX(`u`.`revenue`) AS `revenue`"), "{}", c.sql);
+    assert!(
+        c.sql.contains("MAX(`u`.`revenue`) AS `revenue`"),
+        "{}",
+        c.sql
+    );
     assert!(
         c.sql.contains(
             "FROM `sales`.`order_lines` AS `lines`\n    LEFT OUTER JOIN `sales`.`orders` AS `orders` ON `lines`.`order_id` = `orders`.`order_id`\n    LEFT OUTER JOIN `sales`.`customers` AS `customers`"
@@ -179,14 +191,39 @@ fn a_derived_metric_divides_in_double_precision_and_names_what_it_uses() {
 fn grains_use_each_dialects_date_functions() {
     for (grain, pg, my) in [
         ("day", "DATE_TRUNC('day'", "DATE(`orders`.`ordered_at`)"),
-        ("week", "DATE_TRUNC('week'", "INTERVAL WEEKDAY(`orders`.`ordered_at`) DAY"),
-        ("month", "DATE_TRUNC('month'", "INTERVAL (DAYOFMONTH(`orders`.`ordered_at`) - 1) DAY"),
-        ("quarter", "DATE_TRUNC('quarter'", "INTERVAL (QUARTER(`orders`.`ordered_at`) - 1) QUARTER"),
-        ("year", "DATE_TRUNC('year'", "MAKEDATE(YEAR(`orders`.`ordered_at`), 1)"),
+        (
+            "week",
+            "DATE_TRUNC('week'",
+            "INTERVAL WEEKDAY(`orders`.`ordered_at`) DAY",
+        ),
+        (
+            "month",
+            "DATE_TRUNC('month'",
+            "INTERVAL (DAYOFMONTH(`orders`.`ordered_at`) - 1) DAY",
+        ),
+        (
+            "quarter",
+            "DATE_TRUNC('quarter'",
+            "INTERVAL (QUARTER(`orders`.`ordered_at`) - 1) QUARTER",
+        ),
+        (
+            "year",
+            "DATE_TRUNC('year'",
+            "MAKEDATE(YEAR(`orders`.`ordered_at`), 1)",
+        ),
     ] {
-        let q = json!({"metrics": ["revenue"], "dimensions": [format!("orders.ordered_at:{grain}")]});
-        assert!(ask(&shop(), q.clone(), Target::Postgres).unwrap().sql.contains(pg));
-        assert!(ask(&shop(), q, Target::Mysql).unwrap().sql.contains(my), "{grain}");
+        let q =
+            json!({"metrics": ["revenue"], "dimensions": [format!("orders.ordered_at:{grain}")]});
+        assert!(
+            ask(&shop(), q.clone(), Target::Postgres)
+                .unwrap()
+                .sql
+                .contains(pg)
+        );
+        assert!(
+            ask(&shop(), q, Target::Mysql).unwrap().sql.contains(my),
+            "{grain}"
+        );
     }
 }
 
@@ -206,25 +243,109 @@ fn postgres_reuses_a_number_and_question_marks_bind_again_per_branch() {
 fn refusals_name_the_part_of_the_question_and_the_fix() {
     let def = shop();
     for (q, kind, parameter, says) in [
-        (json!({"metrics": []}), ErrorKind::Invalid, "metrics", "at least one"),
-        (json!({"metrics": ["profit"]}), ErrorKind::Unknown, "metrics[0]", "unknown metric \"profit\""),
-        (json!({"metrics": ["revenue", "revenue"]}), ErrorKind::Invalid, "metrics[1]", "twice"),
-        (json!({"metrics": ["revenue"], "dimensions": ["orders.nope"]}), ErrorKind::Unknown, "dimensions[0]", "dataset orders has fields"),
-        (json!({"metrics": ["revenue"], "dimensions": ["nope.region"]}), ErrorKind::Unknown, "dimensions[0]", "no dataset \"nope\""),
-        (json!({"metrics": ["revenue"], "dimensions": ["customers.region:month"]}), ErrorKind::WrongType, "dimensions[0]", "needs a date or timestamp"),
-        (json!({"metrics": ["revenue"], "dimensions": ["orders.ordered_at:hour"]}), ErrorKind::Invalid, "dimensions[0]", "unknown grain \"hour\""),
-        (json!({"metrics": ["revenue"], "dimensions": ["lines.quantity"]}), ErrorKind::Unreachable, "dimensions[0]", "count them more than once"),
-        (json!({"metrics": ["revenue"], "dimensions": ["visits.at"]}), ErrorKind::Unreachable, "dimensions[0]", "no relationship connects"),
-        (json!({"metrics": ["revenue"], "filters": [{"field": "orders.amount", "op": "gt", "values": ["a lot"]}]}), ErrorKind::WrongType, "filters[0].values[0]", "is not a number"),
-        (json!({"metrics": ["revenue"], "filters": [{"field": "customers.signed_up", "op": "ge", "values": ["2024-13-01"]}]}), ErrorKind::WrongType, "filters[0].values[0]", "a date"),
-        (json!({"metrics": ["revenue"], "filters": [{"field": "customers.id", "op": "eq", "values": [null]}]}), ErrorKind::WrongType, "filters[0].values[0]", "is_null"),
-        (json!({"metrics": ["revenue"], "filters": [{"field": "customers.id", "op": "between", "values": [1]}]}), ErrorKind::Invalid, "filters[0].values", "exactly 2 values"),
-        (json!({"metrics": ["revenue"], "filters": [{"field": "customers.id", "op": "in", "values": []}]}), ErrorKind::Invalid, "filters[0].values", "1 to 1000"),
-        (json!({"metrics": ["revenue"], "order": ["buyers"]}), ErrorKind::Invalid, "order[0]", "not a requested"),
-        (json!({"metrics": ["revenue"], "limit": 0}), ErrorKind::Invalid, "limit", "out of range"),
+        (
+            json!({"metrics": []}),
+            ErrorKind::Invalid,
+            "metrics",
+            "at least one",
+        ),
+        (
+            json!({"metrics": ["profit"]}),
+            ErrorKind::Unknown,
+            "metrics[0]",
+            "unknown metric \"profit\"",
+        ),
+        (
+            json!({"metrics": ["revenue", "revenue"]}),
+            ErrorKind::Invalid,
+            "metrics[1]",
+            "twice",
+        ),
+        (
+            json!({"metrics": ["revenue"], "dimensions": ["orders.nope"]}),
+            ErrorKind::Unknown,
+            "dimensions[0]",
+            "dataset orders has fields",
+        ),
+        (
+            json!({"metrics": ["revenue"], "dimensions": ["nope.region"]}),
+            ErrorKind::Unknown,
+            "dimensions[0]",
+            "no dataset \"nope\"",
+        ),
+        (
+            json!({"metrics": ["revenue"], "dimensions": ["customers.region:month"]}),
+            ErrorKind::WrongType,
+            "dimensions[0]",
+            "needs a date or timestamp",
+        ),
+        (
+            json!({"metrics": ["revenue"], "dimensions": ["orders.ordered_at:hour"]}),
+            ErrorKind::Invalid,
+            "dimensions[0]",
+            "unknown grain \"hour\"",
+        ),
+        (
+            json!({"metrics": ["revenue"], "dimensions": ["lines.quantity"]}),
+            ErrorKind::Unreachable,
+            "dimensions[0]",
+            "count them more than once",
+        ),
+        (
+            json!({"metrics": ["revenue"], "dimensions": ["visits.at"]}),
+            ErrorKind::Unreachable,
+            "dimensions[0]",
+            "no relationship connects",
+        ),
+        (
+            json!({"metrics": ["revenue"], "filters": [{"field": "orders.amount", "op": "gt", "values": ["a lot"]}]}),
+            ErrorKind::WrongType,
+            "filters[0].values[0]",
+            "is not a number",
+        ),
+        (
+            json!({"metrics": ["revenue"], "filters": [{"field": "customers.signed_up", "op": "ge", "values": ["2024-13-01"]}]}),
+            ErrorKind::WrongType,
+            "filters[0].values[0]",
+            "a date",
+        ),
+        (
+            json!({"metrics": ["revenue"], "filters": [{"field": "customers.id", "op": "eq", "values": [null]}]}),
+            ErrorKind::WrongType,
+            "filters[0].values[0]",
+            "is_null",
+        ),
+        (
+            json!({"metrics": ["revenue"], "filters": [{"field": "customers.id", "op": "between", "values": [1]}]}),
+            ErrorKind::Invalid,
+            "filters[0].values",
+            "exactly 2 values",
+        ),
+        (
+            json!({"metrics": ["revenue"], "filters": [{"field": "customers.id", "op": "in", "values": []}]}),
+            ErrorKind::Invalid,
+            "filters[0].values",
+            "1 to 1000",
+        ),
+        (
+            json!({"metrics": ["revenue"], "order": ["buyers"]}),
+            ErrorKind::Invalid,
+            "order[0]",
+            "not a requested",
+        ),
+        (
+            json!({"metrics": ["revenue"], "limit": 0}),
+            ErrorKind::Invalid,
+            "limit",
+            "out of range",
+        ),
     ] {
         let e = ask(&def, q.clone(), Target::Postgres).unwrap_err();
-        assert_eq!((e.kind, e.parameter.as_str()), (kind, parameter), "{q}: {e}");
+        assert_eq!(
+            (e.kind, e.parameter.as_str()),
+            (kind, parameter),
+            "{q}: {e}"
+        );
         assert!(e.message.contains(says), "{q}: {e}");
     }
 }
@@ -239,7 +360,10 @@ fn caller_text_in_an_error_is_quoted_escaped_and_bounded() {
         json!({"metrics": ["revenue"], "order": [hostile]}),
     ] {
         let e = ask(&shop(), q.clone(), Target::Postgres).unwrap_err();
-        assert!(!e.message.contains('\n') && !e.message.contains('\u{1b}'), "{e}");
+        assert!(
+            !e.message.contains('\n') && !e.message.contains('\u{1b}'),
+            "{e}"
+        );
         assert!(!e.message.contains(&"y".repeat(65)), "{e}");
         assert!(e.message.contains("\"x\\n\\u{1b}[31myyy"), "{e}");
     }
@@ -249,12 +373,18 @@ fn caller_text_in_an_error_is_quoted_escaped_and_bounded() {
 fn two_equally_short_paths_are_named_and_refused() {
     let mut def = shop();
     def.relationships.as_mut().unwrap().push(
-        serde_json::from_value(json!({"name": "order_referrer", "from": "orders", "to": "customers",
-            "fromColumns": ["referred_by"], "toColumns": ["id"]}))
+        serde_json::from_value(
+            json!({"name": "order_referrer", "from": "orders", "to": "customers",
+            "fromColumns": ["referred_by"], "toColumns": ["id"]}),
+        )
         .unwrap(),
     );
-    let e = ask(&def, json!({"metrics": ["revenue"], "dimensions": ["customers.region"]}), Target::Postgres)
-        .unwrap_err();
+    let e = ask(
+        &def,
+        json!({"metrics": ["revenue"], "dimensions": ["customers.region"]}),
+        Target::Postgres,
+    )
+    .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Unreachable);
     assert!(e.message.contains("[order_customer]"), "{e}");
     assert!(e.message.contains("[order_referrer]"), "{e}");
@@ -265,8 +395,14 @@ fn model_expressions_the_compiler_cannot_use_are_named() {
     for (expr, says) in [
         ("SUM(amount)", "names no dataset"),
         ("COUNT(*)", "names no dataset"),
-        ("SUM(orders.amount) + orders.amount", "outside every aggregate"),
-        ("SUM(orders.amount * customers.id)", "datasets orders and customers"),
+        (
+            "SUM(orders.amount) + orders.amount",
+            "outside every aggregate",
+        ),
+        (
+            "SUM(orders.amount * customers.id)",
+            "datasets orders and customers",
+        ),
         ("SUM(SUM(orders.amount))", "nests one aggregate"),
         ("SUM(orders.amount) OVER ()", "window"),
         ("(SELECT 1)", "subquery"),
@@ -274,7 +410,10 @@ fn model_expressions_the_compiler_cannot_use_are_named() {
         ("SUM(orders.amount) )", "unexpected"),
     ] {
         let mut def = shop();
-        def.metrics.as_mut().unwrap().push(serde_json::from_value(metric("broken", expr)).unwrap());
+        def.metrics
+            .as_mut()
+            .unwrap()
+            .push(serde_json::from_value(metric("broken", expr)).unwrap());
         let e = ask(&def, json!({"metrics": ["broken"]}), Target::Postgres).unwrap_err();
         assert_eq!(e.kind, ErrorKind::Model, "{expr}: {e}");
         assert!(e.message.contains(says), "{expr}: {e}");
@@ -294,15 +433,28 @@ fn derived_metrics_in_a_circle_are_refused() {
 #[test]
 fn identifiers_are_quoted_and_folded_per_dialect() {
     let mut def = shop();
-    def.datasets[3].fields.as_mut().unwrap()[0] =
-        serde_json::from_value(field("category", "\"Cat\"\"egory\" || Name", Some("String"))).unwrap();
+    def.datasets[3].fields.as_mut().unwrap()[0] = serde_json::from_value(field(
+        "category",
+        "\"Cat\"\"egory\" || Name",
+        Some("String"),
+    ))
+    .unwrap();
     let q = json!({"metrics": ["units"], "dimensions": ["products.category"]});
     let pg = ask(&def, q.clone(), Target::Postgres).unwrap().sql;
-    assert!(pg.contains("\"products\".\"Cat\"\"egory\" || \"products\".\"name\""), "{pg}");
+    assert!(
+        pg.contains("\"products\".\"Cat\"\"egory\" || \"products\".\"name\""),
+        "{pg}"
+    );
     let my = ask(&def, q.clone(), Target::Mysql).unwrap().sql;
-    assert!(my.contains("`products`.`Cat\"egory` || `products`.`Name`"), "{my}");
+    assert!(
+        my.contains("`products`.`Cat\"egory` || `products`.`Name`"),
+        "{my}"
+    );
     let ansi = ask(&def, q, Target::Ansi).unwrap().sql;
-    assert!(ansi.contains("\"products\".\"Cat\"\"egory\" || \"products\".Name"), "{ansi}");
+    assert!(
+        ansi.contains("\"products\".\"Cat\"\"egory\" || \"products\".Name"),
+        "{ansi}"
+    );
 }
 
 #[test]
@@ -316,12 +468,21 @@ fn resolved_sources_name_the_tables() {
     .unwrap()];
     let q: Question = serde_json::from_value(json!({"metrics": ["revenue"]})).unwrap();
     let c = compile(
-        Model { definition: &def, revision: 1, metric_ids: &ids, sources: &sources },
+        Model {
+            definition: &def,
+            revision: 1,
+            metric_ids: &ids,
+            sources: &sources,
+        },
         &q,
         Target::Postgres,
     )
     .unwrap();
-    assert!(c.sql.contains("FROM \"sales\".\"orders_v2\" AS \"orders\""), "{}", c.sql);
+    assert!(
+        c.sql.contains("FROM \"sales\".\"orders_v2\" AS \"orders\""),
+        "{}",
+        c.sql
+    );
 }
 
 #[test]
@@ -334,14 +495,26 @@ fn the_catalogs_read_are_those_of_the_datasets_the_sql_reads() {
         "type": "TABLE", "id": "1", "revision": 1
     }))
     .unwrap()];
-    let model = Model { definition: &def, revision: 1, metric_ids: &ids, sources: &sources };
+    let model = Model {
+        definition: &def,
+        revision: 1,
+        metric_ids: &ids,
+        sources: &sources,
+    };
     for (q, want) in [
         (json!({"metrics": ["revenue"]}), vec!["moved"]),
-        (json!({"metrics": ["revenue"], "dimensions": ["customers.region"]}), vec!["moved", "shop"]),
+        (
+            json!({"metrics": ["revenue"], "dimensions": ["customers.region"]}),
+            vec!["moved", "shop"],
+        ),
         (json!({"metrics": ["buyers"]}), vec!["shop"]),
     ] {
         let q: Question = serde_json::from_value(q).unwrap();
-        assert_eq!(compile(model, &q, Target::Ansi).unwrap().catalogs, want, "{q:?}");
+        assert_eq!(
+            compile(model, &q, Target::Ansi).unwrap().catalogs,
+            want,
+            "{q:?}"
+        );
     }
 }
 
@@ -360,7 +533,9 @@ mod properties {
     fn value_for(t: &str) -> BoxedStrategy<serde_json::Value> {
         match t {
             "Integer" => any::<i64>().prop_map(|n| json!(n)).boxed(),
-            "Decimal" => (any::<i32>(), 0u32..1000).prop_map(|(a, b)| json!(format!("{a}.{b}"))).boxed(),
+            "Decimal" => (any::<i32>(), 0u32..1000)
+                .prop_map(|(a, b)| json!(format!("{a}.{b}")))
+                .boxed(),
             "Date" => (1990u32..2030, 1u32..13, 1u32..29)
                 .prop_map(|(y, m, d)| json!(format!("{y}-{m:02}-{d:02}")))
                 .boxed(),
@@ -412,14 +587,21 @@ mod properties {
             })
     }
 
-    fn question(def: &Definition) -> impl Strategy<Value = (serde_json::Value, Vec<String>)> + use<> {
+    fn question(
+        def: &Definition,
+    ) -> impl Strategy<Value = (serde_json::Value, Vec<String>)> + use<> {
         let n = def.datasets.len();
         let types: Vec<String> = def
             .datasets
             .iter()
             .map(|d| format!("{:?}", d.fields.as_ref().unwrap()[1].datatype.unwrap()))
             .collect();
-        let metric_names: Vec<String> = def.metrics.iter().flatten().map(|m| m.name.to_string()).collect();
+        let metric_names: Vec<String> = def
+            .metrics
+            .iter()
+            .flatten()
+            .map(|m| m.name.to_string())
+            .collect();
         (
             proptest::collection::btree_set(prop::sample::select(metric_names), 1..4),
             proptest::collection::btree_set(0..n, 0..3),
@@ -440,7 +622,10 @@ mod properties {
                 if grain {
                     dimensions.push("d0.t:quarter".into());
                 }
-                let texts: Vec<String> = values.iter().filter_map(|v| v.as_str().map(str::to_string)).collect();
+                let texts: Vec<String> = values
+                    .iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect();
                 let q = json!({
                     "metrics": metrics,
                     "dimensions": dimensions,
@@ -478,7 +663,9 @@ mod properties {
                         // Placeholders as the dialect's tokenizer sees them (a `?` inside a quoted
                         // name is none); PostgreSQL numbers each parameter once.
                         let tokens = match target {
-                            Target::Postgres => Tokenizer::new(&PostgreSqlDialect {}, &c.sql).tokenize(),
+                            Target::Postgres => {
+                                Tokenizer::new(&PostgreSqlDialect {}, &c.sql).tokenize()
+                            }
                             Target::Mysql => Tokenizer::new(&MySqlDialect {}, &c.sql).tokenize(),
                             Target::Ansi => Tokenizer::new(&GenericDialect {}, &c.sql).tokenize(),
                         }
@@ -493,7 +680,8 @@ mod properties {
                         if target == Target::Postgres {
                             placeholders.sort();
                             placeholders.dedup();
-                            let mut want: Vec<String> = (1..=c.parameters.len()).map(|n| format!("${n}")).collect();
+                            let mut want: Vec<String> =
+                                (1..=c.parameters.len()).map(|n| format!("${n}")).collect();
                             want.sort();
                             prop_assert_eq!(&placeholders, &want);
                         }
@@ -511,7 +699,11 @@ mod properties {
         });
         result.unwrap();
         // Three dialects per case; about a fifth of the cases reach every dimension.
-        assert!(compiled.get() > cases as usize / 2, "only {} compiled", compiled.get());
+        assert!(
+            compiled.get() > cases as usize / 2,
+            "only {} compiled",
+            compiled.get()
+        );
     }
 }
 
@@ -536,10 +728,18 @@ mod url_form {
     }
 
     fn question() -> impl Strategy<Value = Question> {
-        let filter = (text(), op(), proptest::collection::vec(
-            prop_oneof![text().prop_map(|s| json!(s)), any::<i64>().prop_map(|n| json!(n)), any::<bool>().prop_map(|b| json!(b))],
-            0..4,
-        ))
+        let filter = (
+            text(),
+            op(),
+            proptest::collection::vec(
+                prop_oneof![
+                    text().prop_map(|s| json!(s)),
+                    any::<i64>().prop_map(|n| json!(n)),
+                    any::<bool>().prop_map(|b| json!(b))
+                ],
+                0..4,
+            ),
+        )
             .prop_map(|(field, op, values)| crate::sql::Filter { field, op, values });
         (
             proptest::collection::vec(text(), 0..5),
@@ -567,14 +767,26 @@ mod url_form {
     #[test]
     fn a_bad_url_form_is_refused_naming_the_entry() {
         for (query, parameter, says) in [
-            ("metric=a&metrics=b", "query", "unknown parameter \"metrics\""),
+            (
+                "metric=a&metrics=b",
+                "query",
+                "unknown parameter \"metrics\"",
+            ),
             ("metric=a&filter=%7Bnope", "filters[0]", "not JSON"),
-            ("metric=a&filter=%7B%22field%22%3A%22x%22%7D", "filters[0]", "missing or unknown key"),
+            (
+                "metric=a&filter=%7B%22field%22%3A%22x%22%7D",
+                "filters[0]",
+                "missing or unknown key",
+            ),
             ("metric=a&limit=ten", "limit", "whole number"),
             ("metric=a&limit=1&limit=2", "limit", "given twice"),
         ] {
             let e = Question::from_query(query).unwrap_err();
-            assert_eq!((e.kind, e.parameter.as_str()), (ErrorKind::Invalid, parameter), "{query}: {e}");
+            assert_eq!(
+                (e.kind, e.parameter.as_str()),
+                (ErrorKind::Invalid, parameter),
+                "{query}: {e}"
+            );
             assert!(e.message.contains(says), "{query}: {e}");
         }
         let many = vec!["metric=a"; 400].join("&");

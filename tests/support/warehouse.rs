@@ -42,7 +42,20 @@ fn date(day: u64) -> String {
         d -= len;
         y += 1;
     }
-    let months = [31, if y % 4 == 0 { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+    let months = [
+        31,
+        if y % 4 == 0 { 29 } else { 28 },
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ];
     let mut m = 0;
     while d >= months[m] {
         d -= months[m];
@@ -69,7 +82,10 @@ CREATE TABLE {schema}.refunds (refund_id INTEGER PRIMARY KEY, order_id INTEGER N
 "
     );
     let mut insert = |table: &str, rows: Vec<String>| {
-        sql.push_str(&format!("INSERT INTO {schema}.{table} VALUES\n  {};\n", rows.join(",\n  ")));
+        sql.push_str(&format!(
+            "INSERT INTO {schema}.{table} VALUES\n  {};\n",
+            rows.join(",\n  ")
+        ));
     };
     insert(
         "regions",
@@ -85,7 +101,11 @@ CREATE TABLE {schema}.refunds (refund_id INTEGER PRIMARY KEY, order_id INTEGER N
         (1..=customers)
             .map(|c| {
                 // Region 5 has no customers in some runs of the seed; customer 7 has no region.
-                let region = if c == 7 { "NULL".to_string() } else { (1 + r.next(4)).to_string() };
+                let region = if c == 7 {
+                    "NULL".to_string()
+                } else {
+                    (1 + r.next(4)).to_string()
+                };
                 let segment = match r.next(5) {
                     4 => "NULL".to_string(),
                     s => format!("'{}'", SEGMENTS[s as usize % 3]),
@@ -115,14 +135,20 @@ CREATE TABLE {schema}.refunds (refund_id INTEGER PRIMARY KEY, order_id INTEGER N
     let mut line_id = 0;
     for o in 1..=orders {
         // One order in ten is a guest's (no customer).
-        let customer = if r.next(10) == 0 { "NULL".to_string() } else { (1 + r.next(customers)).to_string() };
+        let customer = if r.next(10) == 0 {
+            "NULL".to_string()
+        } else {
+            (1 + r.next(customers)).to_string()
+        };
         let day = r.next(730);
         let at = format!("{} {:02}:{:02}:00", date(day), r.next(24), r.next(60));
         // Amounts from a short list, so groups tie.
         let amount = [19.99, 25.00, 49.50, 120.00, 7.25][r.next(5) as usize];
         let status = STATUSES[r.next(4) as usize];
         let web = if r.next(3) == 0 { "FALSE" } else { "TRUE" };
-        order_rows.push(format!("({o}, {customer}, '{at}', '{status}', {amount:.2}, {web})"));
+        order_rows.push(format!(
+            "({o}, {customer}, '{at}', '{status}', {amount:.2}, {web})"
+        ));
         for _ in 0..1 + r.next(4) {
             line_id += 1;
             line_rows.push(format!(
