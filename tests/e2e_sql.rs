@@ -334,16 +334,7 @@ fn questions_compile_through_the_api_and_run_with_the_callers_connection() {
             .env_remove("SEMOPS_DSN");
         c
     };
-    let out = cli("shop-pg")
-        .args(["-m", "revenue", "-d", "customers.segment"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let printed = String::from_utf8(out.stdout).unwrap();
+    let printed = stdout_of(cli("shop-pg").args(["-m", "revenue", "-d", "customers.segment"]));
     assert!(
         printed.starts_with("SELECT") && printed.contains("\"wh\".\"customers\""),
         "{printed}"
@@ -397,17 +388,8 @@ fn questions_compile_through_the_api_and_run_with_the_callers_connection() {
             args.extend(["--limit".into(), l.to_string()]);
         }
         let run = |c: &mut Command| -> Value {
-            let out = c
-                .args(&args)
-                .args(["--execute", "-o", "json"])
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{name}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            serde_json::from_slice(&out.stdout).unwrap()
+            serde_json::from_str(&stdout_of(c.args(&args).args(["--execute", "-o", "json"])))
+                .unwrap()
         };
         let on_pg = run(cli("shop-pg").args(["--dsn", &pg_dsn]));
         let on_my = run(cli("shop-my").args(["--dsn", &my_dsn]));
@@ -461,47 +443,42 @@ fn questions_compile_through_the_api_and_run_with_the_callers_connection() {
     // The environment instead of --dsn: PG* (TLS verified against PGSSLROOTCERT) and MYSQL_*.
     let ca = env.work_dir.join(format!("pg-ca-{u}.crt"));
     std::fs::write(&ca, pg.ca_pem()).unwrap();
-    let out = cli("shop-pg")
-        .args(["-m", "order_count", "--execute"])
-        .envs([
-            ("PGHOST", "localhost"),
-            ("PGPORT", &pg.port.to_string()),
-            ("PGUSER", pg.admin_user),
-            ("PGPASSWORD", pg.admin_password),
-            ("PGDATABASE", &pg_db),
-            ("PGSSLMODE", "verify-full"),
-            ("PGSSLROOTCERT", ca.to_str().unwrap()),
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let pg_table = String::from_utf8(out.stdout).unwrap();
-    let out = cli("shop-my")
-        .args(["-m", "order_count", "--execute"])
-        .envs([
-            ("MYSQL_HOST", "127.0.0.1"),
-            ("MYSQL_TCP_PORT", &my.port.to_string()),
-            ("MYSQL_USER", my.admin_user),
-            ("MYSQL_PWD", my.admin_password),
-            ("MYSQL_DATABASE", &my_db),
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let my_table = String::from_utf8(out.stdout).unwrap();
+    let mut pg_command = cli("shop-pg");
+    pg_command.args(["-m", "order_count", "--execute"]).envs([
+        ("PGHOST", "localhost"),
+        ("PGPORT", &pg.port.to_string()),
+        ("PGUSER", pg.admin_user),
+        ("PGPASSWORD", pg.admin_password),
+        ("PGDATABASE", &pg_db),
+        ("PGSSLMODE", "verify-full"),
+        ("PGSSLROOTCERT", ca.to_str().unwrap()),
+    ]);
+    let pg_table = stdout_of(&mut pg_command);
+    let mut my_command = cli("shop-my");
+    my_command.args(["-m", "order_count", "--execute"]).envs([
+        ("MYSQL_HOST", "127.0.0.1"),
+        ("MYSQL_TCP_PORT", &my.port.to_string()),
+        ("MYSQL_USER", my.admin_user),
+        ("MYSQL_PWD", my.admin_password),
+        ("MYSQL_DATABASE", &my_db),
+    ]);
+    let my_table = stdout_of(&mut my_command);
     assert_eq!(pg_table, my_table);
     assert!(
         pg_table.starts_with("ORDER_COUNT\n") && pg_table.lines().count() == 2,
         "{pg_table}"
     );
+}
+
+/// What a command printed, after it succeeded.
+fn stdout_of(command: &mut Command) -> String {
+    let out = command.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{command:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
 }
 
 /// The id a model's status gives metric `name`.

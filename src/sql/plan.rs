@@ -241,21 +241,28 @@ fn model_error(path: String, message: String) -> QueryError {
     QueryError::new(ErrorKind::Model, path, message)
 }
 
+/// The ANSI_SQL text of a model expression at `path`, parsed and its shape read; refused when it
+/// has none or holds what the compiler cannot use.
+fn parsed(path: &str, expression: &Expression) -> Result<(Expr, expr::Shape), QueryError> {
+    let text = ansi(expression).ok_or_else(|| {
+        model_error(
+            path.to_string(),
+            "has no ANSI_SQL expression; add one to query it".into(),
+        )
+    })?;
+    let e = expr::parse(text).map_err(|why| model_error(path.to_string(), why))?;
+    let shape = expr::shape(&e);
+    match shape.refused {
+        Some(why) => Err(model_error(path.to_string(), format!("expression {why}"))),
+        None => Ok((e, shape)),
+    }
+}
+
 /// A field's expression with every column qualified by `alias`.
 fn field_expr(ix: &Index<'_>, dataset: usize, field: &Field) -> Result<Expr, QueryError> {
     let ds = ix.dataset(dataset);
     let path = format!("datasets[{}].fields[{}]", ds.name, field.name);
-    let text = ansi(&field.expression).ok_or_else(|| {
-        model_error(
-            path.clone(),
-            "has no ANSI_SQL expression; add one to query it".into(),
-        )
-    })?;
-    let mut e = expr::parse(text).map_err(|why| model_error(path.clone(), why))?;
-    let shape = expr::shape(&e);
-    if let Some(why) = shape.refused {
-        return Err(model_error(path, format!("expression {why}")));
-    }
+    let (mut e, shape) = parsed(&path, &field.expression)?;
     if shape.aggregates > 0 {
         return Err(model_error(
             path,
@@ -279,17 +286,7 @@ fn field_expr(ix: &Index<'_>, dataset: usize, field: &Field) -> Result<Expr, Que
 fn resolve_metric(ix: &Index<'_>, m: usize) -> Result<Kind, QueryError> {
     let metric = &ix.model.definition.metrics.as_deref().unwrap_or_default()[m];
     let path = format!("metrics[{}]", metric.name);
-    let text = ansi(&metric.expression).ok_or_else(|| {
-        model_error(
-            path.clone(),
-            "has no ANSI_SQL expression; add one to query it".into(),
-        )
-    })?;
-    let mut e = expr::parse(text).map_err(|why| model_error(path.clone(), why))?;
-    let shape = expr::shape(&e);
-    if let Some(why) = shape.refused {
-        return Err(model_error(path, format!("expression {why}")));
-    }
+    let (mut e, shape) = parsed(&path, &metric.expression)?;
     if shape.aggregates == 0 {
         // Derived: bare names of other metrics.
         let mut refs = Vec::new();
