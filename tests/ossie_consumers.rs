@@ -7,28 +7,11 @@ mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 
 use serde_json::Value;
 use support::ROOT;
 use support::db::{postgres, unique};
 use support::semops_cli::semops_ok as semops;
-
-/// The consumers' venv (installed once per machine).
-fn venv() -> &'static Path {
-    static VENV: OnceLock<PathBuf> = OnceLock::new();
-    VENV.get_or_init(|| {
-        let out = Command::new(format!("{ROOT}/hack/ossie-consumers"))
-            .output()
-            .expect("hack/ossie-consumers runs");
-        assert!(
-            out.status.success(),
-            "hack/ossie-consumers failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-    })
-}
 
 fn scratch(name: &str) -> PathBuf {
     support::semops_cli::scratch(&format!("ossie-consumers-{name}"))
@@ -134,7 +117,7 @@ fn dbt_core_reads_a_0_1_1_json_export_in_a_dbt_project_on_postgresql() {
         std::fs::write(project.join(name), text).unwrap();
     }
     // `dbt run` parses the project (the Ossie file too) and builds its models in PostgreSQL.
-    let run = Command::new(venv().join("bin/dbt"))
+    let run = Command::new(support::python_tools().join("bin/dbt"))
         .args(["run", "--no-use-colors"])
         .current_dir(&project)
         .env("DBT_PROFILES_DIR", &project)
@@ -221,7 +204,7 @@ fn dbt_core_reads_a_0_1_1_json_export_in_a_dbt_project_on_postgresql() {
 
 /// ossie-guard's findings on a file (`--json`).
 fn guard(file: &Path) -> Vec<Value> {
-    let out = Command::new(venv().join("bin/ossie-guard"))
+    let out = Command::new(support::python_tools().join("bin/ossie-guard"))
         .args(["--json", "--exit-zero"])
         .arg(file)
         .output()

@@ -50,6 +50,18 @@ fn run_script(cmd: &mut Command, what: &str) -> String {
         .to_string()
 }
 
+/// The venv of Python tools nobody here wrote (dbt-core with dbt-postgres, ossie-guard,
+/// dbt-metricflow), installed once per machine by `hack/ossie-consumers`.
+pub fn python_tools() -> &'static Path {
+    static VENV: OnceLock<PathBuf> = OnceLock::new();
+    VENV.get_or_init(|| {
+        PathBuf::from(run_script(
+            &mut Command::new(format!("{ROOT}/hack/ossie-consumers")),
+            "hack/ossie-consumers",
+        ))
+    })
+}
+
 /// What kind of cluster a test binary needs.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
