@@ -263,9 +263,7 @@ fn metricflow_project(database: &str) -> std::path::PathBuf {
     let dir = support::semops_cli::scratch(&format!("metricflow-{database}"));
     let fixture = std::path::Path::new(ROOT).join("tests/fixtures/warehouse/metricflow");
     std::fs::create_dir_all(dir.join("models")).unwrap();
-    for name in ["dbt_project.yml"] {
-        std::fs::copy(fixture.join(name), dir.join(name)).unwrap();
-    }
+    std::fs::copy(fixture.join("dbt_project.yml"), dir.join("dbt_project.yml")).unwrap();
     for entry in std::fs::read_dir(fixture.join("models")).unwrap() {
         let entry = entry.unwrap();
         std::fs::copy(entry.path(), dir.join("models").join(entry.file_name())).unwrap();
