@@ -25,6 +25,10 @@
 //! and once per engine: a stale round over 10,000 registrations (two Catalogs of 5,000, the most
 //! one Catalog may declare) on the local PostgreSQL and MariaDB, default concurrency.
 //!
+//! With `SEMOPS_BENCH_PAIRS=P` (hack/bench --pairs P) only phases 1 and 2 run, P times per count
+//! in alternating order (bare client first, then semops first), and the cold-start ratio is
+//! their median.
+//!
 //! `SEMOPS_BENCH_MODELS=1000,10000` picks the counts (`0`: the rounds only); the table goes to stdout and to
 //! target/bench/scale.md.
 
@@ -544,31 +548,36 @@ struct Row(String, String);
 /// Above this many models the `kubectl get -o json` comparison is not run.
 const KUBECTL_BASELINE_MAX: usize = 10_000;
 
-async fn run_scale(n: usize, rows: &mut Vec<Row>) {
-    let first_row = rows.len();
-    let env = env();
-    let client = env.client().await;
-    let with_catalogs = |ns: &str| {
-        let docs: String = examples_in(ns)
-            .split("\n---\n")
-            .filter(|d| !d.contains("kind: SemanticModel"))
-            .collect::<Vec<_>>()
-            .join("\n---\n");
-        env.apply_ok(&docs);
-    };
+/// The example Catalogs (not the models) in `ns`.
+fn with_catalogs(env: &'static support::Env, ns: &str) {
+    let docs: String = examples_in(ns)
+        .split("\n---\n")
+        .filter(|d| !d.contains("kind: SemanticModel"))
+        .collect::<Vec<_>>()
+        .join("\n---\n");
+    env.apply_ok(&docs);
+}
 
-    // 1. The limit: a bare client making semops's writes.
+/// The limit: a bare client making semops's writes for `n` models, timed to all Ready on a
+/// watch; its namespace is deleted before this returns.
+struct BarePhase {
+    time: Duration,
+    busy: f64,
+    cpu: String,
+}
+
+async fn bare_phase(env: &'static support::Env, client: &Client, n: usize) -> BarePhase {
     let bare = env.namespace("bare");
-    with_catalogs(&bare.name);
-    create_models(&client, &bare.name, n).await;
-    let prepared = prepare_bare_writes(&client, &bare.name).await;
+    with_catalogs(env, &bare.name);
+    create_models(client, &bare.name, n).await;
+    let prepared = prepare_bare_writes(client, &bare.name).await;
     assert_eq!(prepared.len(), n);
     // Both phases end the same way: when a watch has seen every model Ready.
-    let bare_ready = ready_watch(&client, &bare.name);
+    let bare_ready = ready_watch(client, &bare.name);
     wait_idle("the bare client").await;
     let busy_before = cores_busy();
     let procs_before = cpu_by_process();
-    let (bare_started, poster) = bare_writes(&client, &bare.name, prepared).await;
+    let (bare_started, poster) = bare_writes(client, &bare.name, prepared).await;
     let t_bare_writes = bare_started.elapsed();
     wait_for_ready(&bare_ready, n).await;
     let t_bare = bare_started.elapsed();
@@ -588,19 +597,36 @@ async fn run_scale(n: usize, rows: &mut Vec<Row>) {
     let bare_name = bare.name.clone();
     drop(bare);
     wait_deleted(env, &[bare_name]);
+    BarePhase {
+        time: t_bare,
+        busy: bare_busy,
+        cpu: bare_cpu,
+    }
+}
 
-    // 2. semops from a cold start over the same number of models.
+/// semops bringing `n` models to Ready from a cold start, on the same kind of watch; the
+/// operator keeps running and the namespace stays for what is measured next.
+struct SemopsPhase {
+    time: Duration,
+    busy: f64,
+    cpu: String,
+    peak_rss: u64,
+    op: Operator,
+    ns: support::Namespace,
+}
+
+async fn semops_phase(env: &'static support::Env, client: &Client, n: usize) -> SemopsPhase {
     let ns = env.namespace("scale");
-    with_catalogs(&ns.name);
-    create_models(&client, &ns.name, n).await;
+    with_catalogs(env, &ns.name);
+    create_models(client, &ns.name, n).await;
     // Readiness is followed by a watch, not by listing every model: a list of 10,000 models
     // costs the API server seconds of CPU, which the measurement would take from semops.
-    let ready = ready_watch(&client, &ns.name);
+    let ready = ready_watch(client, &ns.name);
     wait_idle("semops").await;
     let busy_before = cores_busy();
     let procs_before = cpu_by_process();
     let started = Instant::now();
-    let mut op = Operator::start(
+    let op = Operator::start(
         env,
         &env.kubeconfig,
         Some(&ns.name),
@@ -623,23 +649,113 @@ async fn run_scale(n: usize, rows: &mut Vec<Row>) {
         }
     });
     wait_for_ready(&ready, n).await;
-    let t_semops = started.elapsed();
+    let time = started.elapsed();
     sampling.cancel();
     let peak_rss = sampler.await.unwrap().max(proc_stats(pid).0);
-    let semops_busy = busy_fraction(busy_before, cores_busy());
-    let semops_cpu = cpu_spent(&procs_before, &cpu_by_process());
+    let busy = busy_fraction(busy_before, cores_busy());
+    let cpu = cpu_spent(&procs_before, &cpu_by_process());
+    // The watch is the truth only if a list agrees (once, after the clock stopped).
+    assert_eq!(
+        ready_count(client, &ns.name).await,
+        n,
+        "the ready watch miscounted"
+    );
+    SemopsPhase {
+        time,
+        busy,
+        cpu,
+        peak_rss,
+        op,
+        ns,
+    }
+}
+
+/// The cold-start ratio as the median of `pairs` pairs whose order alternates (bare client
+/// first, then semops first), so neither side always runs on a fresher API server. Each phase's
+/// namespace is deleted (and semops stopped) before the next phase starts.
+async fn run_pairs(n: usize, pairs: usize, rows: &mut Vec<Row>) {
+    let env = env();
+    let client = env.client().await;
+    let semops_alone = async || {
+        let SemopsPhase { time, op, ns, .. } = semops_phase(env, &client, n).await;
+        drop(op);
+        let name = ns.name.clone();
+        drop(ns);
+        wait_deleted(env, &[name]);
+        time
+    };
+    let mut runs = vec![];
+    for pair in 0..pairs {
+        let bare_first = pair % 2 == 0;
+        let (bare, semops) = if bare_first {
+            let bare = bare_phase(env, &client, n).await.time;
+            (bare, semops_alone().await)
+        } else {
+            let semops = semops_alone().await;
+            (bare_phase(env, &client, n).await.time, semops)
+        };
+        let ratio = semops.as_secs_f64() / bare.as_secs_f64();
+        eprintln!(
+            "[bench] {n} models, pair {} ({}): bare client {}, semops {} ({ratio:.2}x)",
+            pair + 1,
+            if bare_first {
+                "bare client first"
+            } else {
+                "semops first"
+            },
+            secs(bare),
+            secs(semops)
+        );
+        runs.push((bare, semops, ratio));
+    }
+    let mut ratios: Vec<f64> = runs.iter().map(|r| r.2).collect();
+    ratios.sort_by(f64::total_cmp);
+    let median = ratios[ratios.len() / 2];
+    rows.push(Row(
+        format!(
+            "{n} models: semops cold start to all Ready ÷ the bare client, median of {pairs} alternating pairs (bare client s / semops s = ratio, in run order)"
+        ),
+        format!(
+            "**{median:.2}x**; {}",
+            runs.iter()
+                .map(|(b, s, r)| format!(
+                    "{:.1} / {:.1} = {r:.2}x",
+                    b.as_secs_f64(),
+                    s.as_secs_f64()
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    ));
+}
+
+async fn run_scale(n: usize, rows: &mut Vec<Row>) {
+    let first_row = rows.len();
+    let env = env();
+    let client = env.client().await;
+
+    // 1. The limit: a bare client making semops's writes.
+    let BarePhase {
+        time: t_bare,
+        busy: bare_busy,
+        cpu: bare_cpu,
+    } = bare_phase(env, &client, n).await;
+
+    // 2. semops from a cold start over the same number of models.
+    let SemopsPhase {
+        time: t_semops,
+        busy: semops_busy,
+        cpu: semops_cpu,
+        peak_rss,
+        mut op,
+        ns,
+    } = semops_phase(env, &client, n).await;
     eprintln!(
         "[bench] {n} models: semops cold start {} ({:.2}x); peak RSS {} MiB; cores busy {:.0}%; CPU-s {semops_cpu}",
         secs(t_semops),
         t_semops.as_secs_f64() / t_bare.as_secs_f64(),
         peak_rss / 1024,
         semops_busy * 100.0
-    );
-    // The watch is the truth only if a list agrees (once, after the clock stopped).
-    assert_eq!(
-        ready_count(&client, &ns.name).await,
-        n,
-        "the ready watch miscounted"
     );
     let (_, cpu_bringup) = proc_stats(op.pid());
     // Writes per model: every write request the operator sent, from its own counter.
@@ -1294,6 +1410,10 @@ fn main() {
         .filter_map(|s| s.trim().parse().ok())
         .filter(|n| *n > 0)
         .collect();
+    // `SEMOPS_BENCH_PAIRS=5` (hack/bench --pairs 5): only the cold-start ratio, as a median.
+    let pairs: Option<usize> = std::env::var("SEMOPS_BENCH_PAIRS")
+        .ok()
+        .and_then(|p| p.parse().ok());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -1302,6 +1422,13 @@ fn main() {
     runtime.block_on(async {
         let pg = postgres();
         pg.psql("hr", &format!("CREATE SCHEMA IF NOT EXISTS bench; DO $$ BEGIN FOR i IN 0..{} LOOP EXECUTE format('CREATE TABLE IF NOT EXISTS bench.t%s(id int)', i); END LOOP; END $$;", TABLES - 1));
+        if let Some(pairs) = pairs {
+            for n in counts {
+                eprintln!("[bench] {n} models, {pairs} alternating pairs");
+                run_pairs(n, pairs, &mut rows).await;
+            }
+            return;
+        }
         for n in counts {
             eprintln!("[bench] {n} models");
             run_scale(n, &mut rows).await;
