@@ -672,16 +672,17 @@ async fn semops_phase(env: &'static support::Env, client: &Client, n: usize) -> 
 
 /// The cold-start ratio as the median of `pairs` pairs whose order alternates (bare client
 /// first, then semops first), so neither side always runs on a fresher API server. Each phase's
-/// namespace is deleted (and semops stopped) before the next phase starts.
+/// namespace is deleted (then semops stopped) before the next phase starts.
 async fn run_pairs(n: usize, pairs: usize, rows: &mut Vec<Row>) {
     let env = env();
     let client = env.client().await;
     let semops_alone = async || {
         let SemopsPhase { time, op, ns, .. } = semops_phase(env, &client, n).await;
-        drop(op);
+        // The models carry semops's finalizer: their namespace goes while the operator runs.
         let name = ns.name.clone();
         drop(ns);
         wait_deleted(env, &[name]);
+        drop(op);
         time
     };
     let mut runs = vec![];
