@@ -678,8 +678,18 @@ async fn run_pairs(n: usize, pairs: usize, rows: &mut Vec<Row>) {
     let client = env.client().await;
     let semops_alone = async || {
         let SemopsPhase { time, op, ns, .. } = semops_phase(env, &client, n).await;
-        // The models carry semops's finalizer: their namespace goes while the operator runs.
+        // The models carry semops's finalizer and the operator's Lease lives in their namespace
+        // (a terminating namespace takes its leadership): the models go first, while it leads.
         let name = ns.name.clone();
+        env.kubectl_ok(&[
+            "delete",
+            "semanticmodels",
+            "--all",
+            "-n",
+            &name,
+            "--wait=true",
+            "--timeout=30m",
+        ]);
         drop(ns);
         wait_deleted(env, &[name]);
         drop(op);
