@@ -9,6 +9,9 @@
 //! runs it. No query is executed; the dbt profile points at a closed port.
 //! Run: `cargo bench --bench compile` (prints a Markdown table for BENCHMARKS.md).
 
+#[path = "../tests/support/mod.rs"]
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -17,7 +20,7 @@ use semops::crd::semantic_model::{Definition, MetricIdentity};
 use semops::sql::{Model, Question, Target, compile};
 use serde_json::{Value, json};
 
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+use support::ROOT;
 const SEMOPS_ITERATIONS: usize = 5_000;
 const METRICFLOW_ITERATIONS: usize = 100;
 const CLI_RUNS: usize = 5;
@@ -190,14 +193,6 @@ fn time_semops(def: &Definition, question: &Question) -> (f64, f64) {
     (percentile(&times, 0.50), percentile(&times, 0.99))
 }
 
-fn venv() -> PathBuf {
-    let out = Command::new(format!("{ROOT}/hack/ossie-consumers"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "hack/ossie-consumers failed");
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-}
-
 /// A dbt project of the model, parsed (`dbt parse` needs no database).
 fn metricflow_project(venv: &Path, datasets: usize) -> PathBuf {
     let dir = PathBuf::from(ROOT).join(format!("target/bench/compile/mf-{datasets}"));
@@ -342,20 +337,20 @@ fn time_metricflow_cli(venv: &Path, project: &Path, asked: &Value) -> f64 {
 }
 
 fn main() {
-    let venv = venv();
+    let venv = support::python_tools();
     println!(
         "| datasets | question | semops p50 / p99 | MetricFlow in process: first / p50 / p99 of repeats | `mf query --explain` median | MetricFlow's best (p50 of repeats) ÷ semops p99 |"
     );
     println!("| --- | --- | --- | --- | --- | --- |");
     for datasets in [5, 50] {
         let def = definition(datasets);
-        let project = metricflow_project(&venv, datasets);
+        let project = metricflow_project(venv, datasets);
         let questions = questions();
         let asked: Vec<Value> = questions.iter().map(|(_, _, a)| a.clone()).collect();
-        let in_process = time_metricflow_in_process(&venv, &project, &asked);
+        let in_process = time_metricflow_in_process(venv, &project, &asked);
         for ((name, question, asked), mf) in questions.iter().zip(in_process) {
             let (p50, p99) = time_semops(&def, question);
-            let cli = time_metricflow_cli(&venv, &project, asked);
+            let cli = time_metricflow_cli(venv, &project, asked);
             println!(
                 "| {datasets} | {name} | {p50:.1} µs / {p99:.1} µs | {:.1} / {:.1} / {:.1} ms | {:.0} ms | {:.0}x |",
                 mf.first / 1e3,
