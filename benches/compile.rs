@@ -166,9 +166,11 @@ fn time_semops(def: &Definition, question: &Question) -> (f64, f64) {
         .metrics
         .iter()
         .flatten()
-        .map(|m| MetricIdentity {
-            name: m.name.clone(),
-            id: semops::crd::packed::MetricId::from_uuid(uuid::Uuid::now_v7()),
+        .map(|m| {
+            MetricIdentity::new(
+                m.name.clone(),
+                semops::crd::packed::MetricId::from_uuid(uuid::Uuid::now_v7()),
+            )
         })
         .collect();
     let model = Model {

@@ -79,9 +79,11 @@ fn model(
             })
             .collect(),
         metric_ids: (0..metrics)
-            .map(|k| MetricIdentity {
-                name: format!("metric_{k:05}").into(),
-                id: format!("0190c0de-{k:04x}-7000-8000-000000000000").into(),
+            .map(|k| {
+                MetricIdentity::new(
+                    format!("metric_{k:05}"),
+                    format!("0190c0de-{k:04x}-7000-8000-000000000000"),
+                )
             })
             .collect(),
     }

@@ -54,9 +54,11 @@ fn model(i: usize) -> SemanticModel {
             })
             .collect(),
         metrics: (0..METRICS)
-            .map(|k| MetricIdentity {
-                name: format!("metric_{k}").into(),
-                id: semops::model::identity::mint_metric_id(),
+            .map(|k| {
+                MetricIdentity::new(
+                    format!("metric_{k}"),
+                    semops::model::identity::mint_metric_id(),
+                )
             })
             .collect(),
         ..Default::default()

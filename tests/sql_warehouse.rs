@@ -59,9 +59,11 @@ fn ids(def: &Definition) -> Vec<MetricIdentity> {
     def.metrics
         .iter()
         .flatten()
-        .map(|m| MetricIdentity {
-            name: m.name.clone(),
-            id: semops::crd::packed::MetricId::from_uuid(uuid::Uuid::now_v7()),
+        .map(|m| {
+            MetricIdentity::new(
+                m.name.clone(),
+                semops::crd::packed::MetricId::from_uuid(uuid::Uuid::now_v7()),
+            )
         })
         .collect()
 }

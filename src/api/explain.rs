@@ -242,10 +242,7 @@ mod tests {
     }
 
     fn ident(name: &str, id: &str) -> MetricIdentity {
-        MetricIdentity {
-            name: name.into(),
-            id: id.into(),
-        }
+        MetricIdentity::new(name, id)
     }
 
     fn kept(revision: i64, metrics: Vec<Metric>, ids: Option<Vec<MetricIdentity>>) -> Kept {

@@ -80,10 +80,7 @@ pub fn history(kept: &[Kept], status: &SemanticModelStatus) -> Vec<Version> {
                     .retired_metrics
                     .iter()
                     .filter(|r| r.retired_in_revision == k.revision)
-                    .map(|r| MetricIdentity {
-                        name: r.name.clone(),
-                        id: r.id.clone(),
-                    })
+                    .map(|r| MetricIdentity::new(r.name.clone(), r.id.clone()))
                     .collect(),
             }
         })
@@ -115,10 +112,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn id(name: &str, id: &str) -> MetricIdentity {
-        MetricIdentity {
-            name: name.into(),
-            id: id.into(),
-        }
+        MetricIdentity::new(name, id)
     }
 
     fn kept(revision: i64, metrics: Option<Vec<MetricIdentity>>) -> Kept {

@@ -275,6 +275,10 @@ reasons! {
     SOURCE_NOT_FOUND = "SourceNotFound";
     /// A key or relationship column does not exist in its source.
     COLUMN_NOT_FOUND = "ColumnNotFound";
+    /// A metric's renamedFrom names no metric of the accepted revision, names a metric still present, or is shared with another metric.
+    INVALID_RENAME = "InvalidRename";
+    /// A deprecated metric's replacement is not another metric of the model.
+    UNKNOWN_REPLACEMENT = "UnknownReplacement";
 
     // Catalog
     /// Ready=True: configured; the message names the effective policy.

@@ -35,6 +35,12 @@ use smol_str::SmolStr;
         json_path = ".status.datasetCount"
     ),
     printcolumn(name = "Metrics", type_ = "integer", json_path = ".status.metricCount"),
+    printcolumn(
+        name = "Deprecated",
+        type_ = "integer",
+        priority = 1,
+        json_path = ".status.deprecatedMetricCount"
+    ),
     printcolumn(name = "Revision", type_ = "integer", json_path = ".status.revision"),
     printcolumn(
         name = "Ready",
@@ -220,6 +226,15 @@ pub struct Metric {
     /// Metric name, unique within the model. The name is the metric's identity key.
     #[schemars(length(min = 1))]
     pub name: SmolStr,
+    /// The metric's previous name: the metric keeps the id of the metric of that name in the
+    /// accepted revision instead of retiring it and minting a new one (a semops extension).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub renamed_from: Option<SmolStr>,
+    /// Marks the metric as deprecated: clients are told not to use it and which metric replaces
+    /// it (a semops extension).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deprecated: Option<Deprecation>,
     /// How the metric is computed, per dialect.
     pub expression: Expression,
     /// Human-readable description.
@@ -235,6 +250,19 @@ pub struct Metric {
     /// Vendor-specific extensions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub custom_extensions: Option<Box<[CustomExtension]>>,
+}
+
+/// Why a metric is deprecated and what to use instead.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Deprecation {
+    /// Name of the metric of this model that replaces it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub replacement: Option<SmolStr>,
+    /// Why it is deprecated, for people and agents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<SmolStr>,
 }
 
 /// An expression with one entry per dialect.
@@ -325,6 +353,9 @@ pub struct SemanticModelStatus {
     /// Number of metrics in the observed definition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metric_count: Option<i64>,
+    /// Number of deprecated metrics in the observed definition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deprecated_metric_count: Option<i64>,
     /// Generation whose definition was last accepted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accepted_generation: Option<i64>,
@@ -446,6 +477,20 @@ pub struct MetricIdentity {
     pub name: SmolStr,
     /// UUIDv7 minted by semops; never reused.
     pub id: MetricId,
+    /// Names the metric had before, oldest first (each kept its id through `renamedFrom`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub former_names: Vec<SmolStr>,
+}
+
+impl MetricIdentity {
+    /// An identity with no former names.
+    pub fn new(name: impl Into<SmolStr>, id: impl Into<MetricId>) -> Self {
+        Self {
+            name: name.into(),
+            id: id.into(),
+            former_names: Vec::new(),
+        }
+    }
 }
 
 /// A metric id retired when its name left the definition.

@@ -42,10 +42,7 @@ fn fixture(datasets: usize, metrics: usize, relationships: usize) -> Fixture {
             })
             .collect(),
         metric_ids: (0..metrics)
-            .map(|k| MetricIdentity {
-                name: format!("m{k}").into(),
-                id: format!("0190-{k:04}").into(),
-            })
+            .map(|k| MetricIdentity::new(format!("m{k}"), format!("0190-{k:04}")))
             .collect(),
         definition,
         unavailable: vec![],

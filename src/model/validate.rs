@@ -42,6 +42,10 @@ pub enum Reason {
     SourceNotFound,
     /// A key or relationship column is not a column of its source (level 3).
     ColumnNotFound,
+    /// A `renamedFrom` that cannot keep an id (self, a name still present, shared, unknown).
+    InvalidRename,
+    /// A deprecation's replacement is not another metric of the model.
+    UnknownReplacement,
 }
 
 impl Reason {
@@ -62,6 +66,8 @@ impl Reason {
             Reason::SchemaMismatch => ConditionReason::SCHEMA_MISMATCH,
             Reason::SourceNotFound => ConditionReason::SOURCE_NOT_FOUND,
             Reason::ColumnNotFound => ConditionReason::COLUMN_NOT_FOUND,
+            Reason::InvalidRename => ConditionReason::INVALID_RENAME,
+            Reason::UnknownReplacement => ConditionReason::UNKNOWN_REPLACEMENT,
         }
     }
 }
@@ -229,7 +235,43 @@ pub fn validate_definition(spec: &SemanticModelSpec) -> Vec<Problem> {
             metric.custom_extensions.as_deref(),
         );
     }
+    v.renames_and_deprecations(def.metrics.as_deref().unwrap_or_default());
     v.problems
+}
+
+/// Renames checked against the accepted revision's live identities: `renamedFrom` must name a
+/// live metric (a rename now) or one this metric already took its id from (a rename accepted
+/// earlier, still written in the file). A model with no accepted revision has nothing to rename
+/// from, so its `renamedFrom` entries are inert.
+pub fn validate_renames(
+    metrics: &[crate::crd::semantic_model::Metric],
+    live: &[crate::crd::semantic_model::MetricIdentity],
+    accepted_revision: Option<i64>,
+) -> Vec<Problem> {
+    let Some(revision) = accepted_revision else {
+        return Vec::new();
+    };
+    let mut problems = Vec::new();
+    for (i, metric) in metrics.iter().enumerate() {
+        let Some(old) = &metric.renamed_from else {
+            continue;
+        };
+        let is_live = live.iter().any(|m| m.name == *old);
+        let already_taken = live
+            .iter()
+            .any(|m| m.name == metric.name && m.former_names.contains(old));
+        if !is_live && !already_taken {
+            problems.push(Problem {
+                reason: Reason::InvalidRename,
+                path: format!("spec.definition.metrics[{i}].renamedFrom"),
+                message: format!(
+                    "no metric named {old:?} is live in the accepted revision{}; name a metric it has, or remove renamedFrom to mint a new id",
+                    if revision > 0 { format!(" {revision}") } else { String::new() }
+                ),
+            });
+        }
+    }
+    problems
 }
 
 /// Level 2 references: home Catalog and schema, and each source's Catalog, in this namespace.
@@ -379,6 +421,66 @@ impl Validator {
                 );
             }
             self.required(&format!("{dp}.expression"), &d.expression);
+        }
+    }
+
+    /// Model-local rules of `renamedFrom` and `deprecated`: a rename names another metric that is
+    /// not also present (the old name is not reusable in the revision that renames it, which
+    /// also refuses a chain), at most one metric renames from a name, and a replacement is
+    /// another metric of the model.
+    fn renames_and_deprecations(&mut self, metrics: &[crate::crd::semantic_model::Metric]) {
+        let present: HashSet<&str> = metrics.iter().map(|m| m.name.as_str()).collect();
+        let mut renamed: HashSet<&str> = HashSet::new();
+        for (i, metric) in metrics.iter().enumerate() {
+            let p = format!("spec.definition.metrics[{i}]");
+            if let Some(old) = &metric.renamed_from {
+                let path = format!("{p}.renamedFrom");
+                if *old == metric.name {
+                    self.push(
+                        Reason::InvalidRename,
+                        path,
+                        "names the metric itself; remove renamedFrom",
+                    );
+                } else if present.contains(old.as_str()) {
+                    self.push(
+                        Reason::InvalidRename,
+                        path,
+                        format!(
+                            "metric {old:?} is still in this definition; a rename removes the old name (rename one step per revision, or drop renamedFrom)"
+                        ),
+                    );
+                } else if !renamed.insert(old.as_str()) {
+                    self.push(
+                        Reason::InvalidRename,
+                        path,
+                        format!(
+                            "another metric is already renamed from {old:?}; one id can go to one metric only"
+                        ),
+                    );
+                }
+            }
+            let replacement = metric
+                .deprecated
+                .as_ref()
+                .and_then(|d| d.replacement.as_ref());
+            if let Some(replacement) = replacement {
+                let path = format!("{p}.deprecated.replacement");
+                if *replacement == metric.name {
+                    self.push(
+                        Reason::UnknownReplacement,
+                        path,
+                        "names the deprecated metric itself; name the metric to use instead",
+                    );
+                } else if !present.contains(replacement.as_str()) {
+                    self.push(
+                        Reason::UnknownReplacement,
+                        path,
+                        format!(
+                            "no metric named {replacement:?} in this model; name an existing metric or remove replacement"
+                        ),
+                    );
+                }
+            }
         }
     }
 

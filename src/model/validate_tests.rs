@@ -442,6 +442,61 @@ fn each_invalid_definition_reports_its_reason_and_field_path() {
             "spec.definition.customExtensions[0].vendorName",
         ),
         (
+            "a metric renamed from itself",
+            |v| set(v, "/definition/metrics/0/renamedFrom", json!("headcount")),
+            InvalidRename,
+            "spec.definition.metrics[0].renamedFrom",
+        ),
+        (
+            "a rename from a name still present (a chain in one revision)",
+            |v| {
+                push(
+                    v,
+                    "/definition/metrics",
+                    json!({"name": "staff", "renamedFrom": "headcount", "expression": {"dialects": [{"dialect": "ANSI_SQL", "expression": "COUNT(*)"}]}}),
+                )
+            },
+            InvalidRename,
+            "spec.definition.metrics[1].renamedFrom",
+        ),
+        (
+            "two renames from one name",
+            |v| {
+                set(v, "/definition/metrics/0/renamedFrom", json!("people"));
+                push(
+                    v,
+                    "/definition/metrics",
+                    json!({"name": "staff", "renamedFrom": "people", "expression": {"dialects": [{"dialect": "ANSI_SQL", "expression": "COUNT(*)"}]}}),
+                )
+            },
+            InvalidRename,
+            "spec.definition.metrics[1].renamedFrom",
+        ),
+        (
+            "a deprecation whose replacement does not exist",
+            |v| {
+                set(
+                    v,
+                    "/definition/metrics/0/deprecated",
+                    json!({"replacement": "staff", "reason": "counts contractors"}),
+                )
+            },
+            UnknownReplacement,
+            "spec.definition.metrics[0].deprecated.replacement",
+        ),
+        (
+            "a deprecation replaced by itself",
+            |v| {
+                set(
+                    v,
+                    "/definition/metrics/0/deprecated",
+                    json!({"replacement": "headcount"}),
+                )
+            },
+            UnknownReplacement,
+            "spec.definition.metrics[0].deprecated.replacement",
+        ),
+        (
             "source as a number",
             |v| set(v, "/definition/datasets/0/source", json!(7)),
             SchemaMismatch,
@@ -542,6 +597,57 @@ fn a_name_of_exactly_the_longest_length_is_valid_and_one_more_character_is_not()
         if !valid {
             assert_eq!(problems[0].reason, Reason::InvalidName);
             assert_eq!(problems[0].path, "spec.definition.metrics[0].name");
+        }
+    }
+}
+
+/// `renamedFrom` against the accepted revision: a live name or one this metric already took is
+/// fine; anything else is refused naming the field; with nothing accepted it is inert.
+#[test]
+fn renames_are_checked_against_the_accepted_revision() {
+    use crate::crd::semantic_model::{Metric, MetricIdentity};
+    let metric = |name: &str, from: &str| Metric {
+        name: name.into(),
+        renamed_from: Some(from.into()),
+        ..Default::default()
+    };
+    let live = [
+        MetricIdentity::new("headcount", "id1"),
+        MetricIdentity {
+            name: "staff".into(),
+            id: "id2".into(),
+            former_names: vec!["employees".into()],
+        },
+    ];
+    let cases = [
+        (metric("people", "headcount"), Some(3), None),
+        (metric("staff", "employees"), Some(3), None),
+        (
+            metric("workers", "employees"),
+            Some(3),
+            Some("\"employees\" is live in the accepted revision 3"),
+        ),
+        (
+            metric("people", "nobody"),
+            Some(3),
+            Some("no metric named \"nobody\""),
+        ),
+        (metric("people", "nobody"), None, None),
+    ];
+    for (i, (m, revision, want)) in cases.into_iter().enumerate() {
+        let problems = validate_renames(std::slice::from_ref(&m), &live, revision);
+        match want {
+            None => assert!(problems.is_empty(), "case {i}: {problems:?}"),
+            Some(text) => {
+                assert_eq!(problems.len(), 1, "case {i}");
+                assert_eq!(problems[0].reason, Reason::InvalidRename);
+                assert_eq!(problems[0].path, "spec.definition.metrics[0].renamedFrom");
+                assert!(
+                    problems[0].message.contains(text),
+                    "case {i}: {}",
+                    problems[0].message
+                );
+            }
         }
     }
 }

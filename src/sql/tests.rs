@@ -67,9 +67,11 @@ fn ids(def: &Definition) -> Vec<MetricIdentity> {
         .iter()
         .flatten()
         .enumerate()
-        .map(|(i, m)| MetricIdentity {
-            name: m.name.clone(),
-            id: MetricId::from_uuid(format!("0192f3a0-0000-7000-8000-{i:012}").parse().unwrap()),
+        .map(|(i, m)| {
+            MetricIdentity::new(
+                m.name.clone(),
+                MetricId::from_uuid(format!("0192f3a0-0000-7000-8000-{i:012}").parse().unwrap()),
+            )
         })
         .collect()
 }

@@ -120,6 +120,12 @@ pub fn local_verdict(
     }
     let mut problems = validate::validate_definition(&model.spec);
     problems.extend(validate::validate_catalog_refs(&model.spec, catalogs));
+    let accepted = model.status.as_ref();
+    problems.extend(validate::validate_renames(
+        model.spec.definition.metrics.as_deref().unwrap_or_default(),
+        accepted.map(|s| s.metrics.as_slice()).unwrap_or_default(),
+        accepted.and_then(|s| s.revision),
+    ));
     if let Some(first) = problems.first() {
         return Some(refused(
             first.reason.condition_reason(),
@@ -300,18 +306,11 @@ fn replaced(
     lookups: &std::collections::HashMap<SourceRef, SourceLookup>,
 ) -> SemanticModelStatus {
     let revision = accepted.revision.unwrap_or(0) + 1;
-    let names: Vec<&str> = model
-        .spec
-        .definition
-        .metrics
-        .iter()
-        .flatten()
-        .map(|m| m.name.as_str())
-        .collect();
+    let wanted = identity::Wanted::of(model.spec.definition.metrics.as_deref().unwrap_or_default());
     let (metrics, retired) = identity::reconcile_metric_ids(
         &accepted.metrics,
         &accepted.retired_metrics,
-        &names,
+        &wanted,
         revision,
         identity::mint_metric_id,
     );
@@ -440,6 +439,13 @@ pub fn status_with(
         model_name: Some(model.model_name().into()),
         dataset_count: Some(model.spec.definition.datasets.len() as i64),
         metric_count: Some(model.spec.definition.metrics.as_ref().map_or(0, Vec::len) as i64),
+        // Absent rather than 0, so that models without deprecations see no status change.
+        deprecated_metric_count: Some(
+            (model.spec.definition.metrics.iter().flatten())
+                .filter(|m| m.deprecated.is_some())
+                .count() as i64,
+        )
+        .filter(|n| *n > 0),
         conditions: conditions::merge(&previous.conditions, conditions, generation, now),
         ..base
     }

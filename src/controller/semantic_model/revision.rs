@@ -221,10 +221,7 @@ mod tests {
     fn ids(pairs: &[(&str, &str)]) -> Vec<MetricIdentity> {
         pairs
             .iter()
-            .map(|(name, id)| MetricIdentity {
-                name: (*name).into(),
-                id: (*id).into(),
-            })
+            .map(|(name, id)| MetricIdentity::new(*name, *id))
             .collect()
     }
 
