@@ -10,6 +10,7 @@ pub mod api;
 pub mod backoff;
 pub mod build_info;
 pub mod catalog;
+pub mod change;
 pub mod cli;
 pub mod client;
 pub mod controller;

@@ -356,6 +356,7 @@ fn pure_rooms_import_only_pure_rooms_and_no_io_crates() {
         "lineage",
         "index",
         "sql",
+        "change",
     ];
     let io_rooms = ["controller", "api", "cli", "run", "server", "leader"];
     let io_crates = [

@@ -669,6 +669,8 @@ pub struct ModelBody {
 #[serde(rename_all = "camelCase")]
 pub struct ModelView {
     name: String,
+    /// The SemanticModel object's metadata.name.
+    object: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     comment: Option<String>,
     properties: BTreeMap<String, String>,
@@ -723,6 +725,7 @@ pub async fn get_model(
                     .await?
                     .ok_or(error::NO_SUCH_REVISION)?;
                 ModelView {
+                    object: m.name_any(),
                     name: kept.name,
                     comment: kept.comment,
                     properties: kept.properties,
@@ -734,6 +737,7 @@ pub async fn get_model(
                 }
             }
             _ => ModelView {
+                object: m.name_any(),
                 name: m.model_name().to_string(),
                 comment: m.spec.comment.as_ref().map(|c| c.to_string()),
                 properties: m.spec.properties.clone(),

@@ -4,6 +4,7 @@
 
 pub mod complete;
 pub mod crd;
+pub mod diff;
 pub mod finalizers;
 pub mod healthcheck;
 pub mod mcp;
@@ -172,6 +173,12 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         words: Vec<String>,
     },
+    /// What applying SemanticModel files would do: metric ids kept, minted, retired, renamed and
+    /// deprecated, expression, dataset, field and relationship changes, each with a verdict
+    /// (safe, risky, breaking). Against the cluster's accepted revisions (read API), or
+    /// `--base FILE` / `--base-ref GIT-REVISION` without a cluster. `-o markdown` for a
+    /// pull-request comment. Exit 3 when something breaks, 1 on error.
+    Diff(Box<diff::DiffArgs>),
     /// Check manifests offline (contract and model-local rules); exit code 1 on any problem.
     Validate {
         /// Files or directories of YAML manifests.
@@ -207,6 +214,7 @@ pub fn main() -> ExitCode {
             }
         },
         Command::Validate { paths } => validate::main(&paths),
+        Command::Diff(args) => diff::main(*args),
         Command::Completion { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(shell, &mut Cli::command(), "semops", &mut std::io::stdout());

@@ -20,6 +20,8 @@ pub enum Output {
     Dot,
     /// Mermaid flowchart (lineage only).
     Mermaid,
+    /// Markdown for a pull-request comment (diff only).
+    Markdown,
 }
 
 /// The root of a lineage graph.
@@ -254,7 +256,9 @@ pub fn render(value: &Value, output: Output) -> String {
         Output::Yaml => serde_saphyr::to_string(value).unwrap_or_default(),
         Output::Dot if graph => crate::lineage::render::dot(value),
         Output::Mermaid if graph => crate::lineage::render::mermaid(value),
-        Output::Dot | Output::Mermaid => serde_saphyr::to_string(value).unwrap_or_default(),
+        Output::Dot | Output::Mermaid | Output::Markdown => {
+            serde_saphyr::to_string(value).unwrap_or_default()
+        }
         Output::Table if value.get("impacts").is_some() => render_impacts(value),
         Output::Table if value.get("versions").is_some() => render_versions(value),
         Output::Table => {

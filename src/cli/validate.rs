@@ -18,7 +18,10 @@ pub struct Document {
     pub file: PathBuf,
     pub line: usize,
     pub kind: String,
+    /// metadata.namespace, `default` when the document names none (as kubectl applies it).
     pub namespace: String,
+    /// Whether the document names its namespace.
+    pub namespace_given: bool,
     pub name: String,
     pub spec: Value,
 }
@@ -141,6 +144,7 @@ pub fn parse_file(file: &Path, text: &str, findings: &mut Vec<Finding>) -> Vec<D
                     line,
                     kind: OSSIE.into(),
                     namespace: String::new(),
+                    namespace_given: false,
                     name: format!("{models} model(s)"),
                     spec: Value::Null,
                 });
@@ -169,6 +173,7 @@ pub fn parse_file(file: &Path, text: &str, findings: &mut Vec<Finding>) -> Vec<D
                 .and_then(Value::as_str)
                 .unwrap_or("default")
                 .to_string(),
+            namespace_given: meta.get("namespace").is_some_and(Value::is_string),
             name: meta
                 .get("name")
                 .and_then(Value::as_str)

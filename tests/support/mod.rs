@@ -13,6 +13,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+pub mod change_cases;
 pub mod checks;
 pub mod db;
 pub mod iceberg;
