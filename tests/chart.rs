@@ -56,6 +56,7 @@ const ALL_ON: &[&str] = &[
     "networkPolicy.enabled=true",
     "argocd.healthChecks.enabled=true",
     "podDisruptionBudget.enabled=true",
+    "admission.protectModels=true",
     "image.digest=sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
     "extraArgs={--lineage-max-nodes=5000}",
     "extraEnv[0].name=RUST_BACKTRACE",
@@ -127,6 +128,17 @@ fn every_optional_feature_renders_what_it_promises() {
     assert!(sm[0]["spec"]["endpoints"][0]["bearerTokenFile"].is_string());
     let np = find(&objects, "NetworkPolicy");
     assert_eq!(np.len(), 1);
+    let policy = find(&objects, "ValidatingAdmissionPolicy");
+    let binding = find(&objects, "ValidatingAdmissionPolicyBinding");
+    assert_eq!((policy.len(), binding.len()), (1, 1));
+    assert_eq!(binding[0]["spec"]["policyName"], policy[0]["metadata"]["name"]);
+    assert_eq!(binding[0]["spec"]["validationActions"], serde_json::json!(["Deny"]));
+    let off = render(&[]);
+    assert!(
+        find(&off, "ValidatingAdmissionPolicy").is_empty()
+            && find(&off, "ValidatingAdmissionPolicyBinding").is_empty(),
+        "the guard renders only when admission.protectModels is on"
+    );
     let maps: Vec<&str> = find(&objects, "ConfigMap")
         .iter()
         .map(|c| c["metadata"]["name"].as_str().unwrap())

@@ -3,6 +3,8 @@
 
 mod support;
 
+use std::process::Command;
+
 use support::{env, examples_in};
 
 fn model(ns: &str, name: &str, definition: &str) -> String {
@@ -348,4 +350,204 @@ fn printer_columns_short_names_and_the_semops_category() {
             "kubectl get semops lacks {want}:\n{out}"
         );
     }
+}
+
+/// A protected model's metric set as one definition; `metrics` is flow YAML.
+fn protected_model(ns: &str, name: &str, labels: &str, annotations: &str, metrics: &str) -> String {
+    format!(
+        "apiVersion: semops.io/v1alpha1\nkind: SemanticModel\nmetadata: {{name: {name}, namespace: {ns}, labels: {{{labels}}}, annotations: {{{annotations}}}}}\nspec:\n  catalog: analytics\n  schema: semantic\n  definition:\n    datasets: [{{name: orders, source: wh.app.orders}}]\n    metrics: {metrics}\n"
+    )
+}
+
+fn metric(name: &str, sql: &str, from: Option<&str>) -> String {
+    let from = from
+        .map(|f| format!(", renamedFrom: {f}"))
+        .unwrap_or_default();
+    format!(
+        "{{name: {name}{from}, expression: {{dialects: [{{dialect: ANSI_SQL, expression: \"{sql}\"}}]}}}}"
+    )
+}
+
+/// The chart's ValidatingAdmissionPolicy on the real API server: a protected model's breaking
+/// edit is refused naming the metric; with `semops.io/allow-breaking-change` it passes; a
+/// rename through renamedFrom and additions pass; an unprotected model is untouched.
+#[test]
+fn the_protect_models_policy_refuses_breaking_edits_of_protected_models_only() {
+    let env = env();
+    let ns = env.namespace("vap");
+    let ns = ns.name.as_str();
+    let release = format!("p{}", &ns[ns.len() - 8..]);
+    let out = Command::new(support::tool_bin_dir().join("helm"))
+        .args([
+            "template",
+            &release,
+            &format!("{}/charts/semops", support::ROOT),
+        ])
+        .args([
+            "--set",
+            "admission.protectModels=true",
+            "--show-only",
+            "templates/protect-models.yaml",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let policy = String::from_utf8(out.stdout).unwrap();
+    env.apply_ok(&policy);
+
+    let (rev, cnt) = (
+        metric("revenue", "SUM(orders.amount)", None),
+        metric("orders", "COUNT(*)", None),
+    );
+    let protected = "semops.io/protected: \"true\"";
+    let base = |name: &str, labels: &str| {
+        protected_model(ns, name, labels, "", &format!("[{rev}, {cnt}]"))
+    };
+    env.apply_ok(&base("kept", protected));
+    env.apply_ok(&base("free", ""));
+
+    let dry_run = |yaml: &str| {
+        let mut child = env
+            .tool("kubectl")
+            .args(["apply", "--dry-run=server", "-f", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(yaml.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let removed = protected_model(ns, "kept", protected, "", &format!("[{cnt}]"));
+    // The API server compiles and starts enforcing a new policy within a few seconds.
+    let refusal = support::eventually(
+        std::time::Duration::from_secs(60),
+        "the policy enforces",
+        || {
+            let (ok, err) = dry_run(&removed);
+            (!ok).then_some(err)
+        },
+    );
+    assert!(
+        refusal.contains("ValidatingAdmissionPolicy")
+            && refusal.contains("removing metric(s) revenue retires their ids"),
+        "{refusal}"
+    );
+
+    let changed = protected_model(
+        ns,
+        "kept",
+        protected,
+        "",
+        &format!("[{}, {cnt}]", metric("revenue", "SUM(orders.net)", None)),
+    );
+    let (ok, err) = dry_run(&changed);
+    assert!(
+        !ok && err.contains("the expression of metric(s) revenue changed"),
+        "{err}"
+    );
+
+    // Dropping the label in the same edit does not lift the protection.
+    let (ok, err) = dry_run(&protected_model(ns, "kept", "", "", &format!("[{cnt}]")));
+    assert!(!ok && err.contains("removing metric(s) revenue"), "{err}");
+
+    let allowed = "semops.io/allow-breaking-change: \"revenue moves to the finance model\"";
+    let empty_reason = "semops.io/allow-breaking-change: \"  \"";
+    let passes = [
+        (
+            "a rename through renamedFrom",
+            protected_model(
+                ns,
+                "kept",
+                protected,
+                "",
+                &format!(
+                    "[{}, {cnt}]",
+                    metric("gross_revenue", "SUM(orders.amount)", Some("revenue"))
+                ),
+            ),
+        ),
+        (
+            "a metric added",
+            protected_model(
+                ns,
+                "kept",
+                protected,
+                "",
+                &format!(
+                    "[{rev}, {cnt}, {}]",
+                    metric("avg", "AVG(orders.amount)", None)
+                ),
+            ),
+        ),
+        (
+            "the breaking edit with a reason",
+            protected_model(ns, "kept", protected, allowed, &format!("[{cnt}]")),
+        ),
+        (
+            "an unprotected model's breaking edit",
+            protected_model(ns, "free", "", "", &format!("[{cnt}]")),
+        ),
+    ];
+    for (what, yaml) in passes {
+        let (ok, err) = dry_run(&yaml);
+        assert!(ok, "{what} passes: {err}");
+    }
+    let (ok, err) = dry_run(&protected_model(
+        ns,
+        "kept",
+        protected,
+        empty_reason,
+        &format!("[{cnt}]"),
+    ));
+    assert!(!ok, "a blank reason is no reason: {err}");
+
+    // For real: the refused edit left the object as it was; the allowed one lands.
+    let out = env.apply(&removed);
+    assert!(!out.status.success());
+    let kept = env.kubectl_ok(&[
+        "get",
+        "sm",
+        "kept",
+        "-n",
+        ns,
+        "-o",
+        "jsonpath={.spec.definition.metrics[*].name}",
+    ]);
+    assert_eq!(kept, "revenue orders");
+    env.apply_ok(&protected_model(
+        ns,
+        "kept",
+        protected,
+        allowed,
+        &format!("[{cnt}]"),
+    ));
+
+    let mut delete = env.tool("kubectl");
+    delete
+        .args(["delete", "--ignore-not-found", "-f", "-"])
+        .stdin(std::process::Stdio::piped());
+    let mut child = delete.spawn().unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(policy.as_bytes())
+        .unwrap();
+    assert!(child.wait().unwrap().success());
 }
