@@ -131,8 +131,14 @@ fn every_optional_feature_renders_what_it_promises() {
     let policy = find(&objects, "ValidatingAdmissionPolicy");
     let binding = find(&objects, "ValidatingAdmissionPolicyBinding");
     assert_eq!((policy.len(), binding.len()), (1, 1));
-    assert_eq!(binding[0]["spec"]["policyName"], policy[0]["metadata"]["name"]);
-    assert_eq!(binding[0]["spec"]["validationActions"], serde_json::json!(["Deny"]));
+    assert_eq!(
+        binding[0]["spec"]["policyName"],
+        policy[0]["metadata"]["name"]
+    );
+    assert_eq!(
+        binding[0]["spec"]["validationActions"],
+        serde_json::json!(["Deny"])
+    );
     let off = render(&[]);
     assert!(
         find(&off, "ValidatingAdmissionPolicy").is_empty()

@@ -299,10 +299,8 @@ async fn run(args: &DiffArgs) -> Result<Vec<ModelDiff>, String> {
         let mut base = Vec::new();
         for (file, _) in &files {
             if let Some(text) = git_show(rev, file)? {
-                base.extend(read_models(
-                    &file.with_extension(format!("yaml@{rev}")),
-                    &text,
-                )?);
+                let at = PathBuf::from(format!("{} at {rev}", file.display()));
+                base.extend(read_models(&at, &text)?);
             }
         }
         let inputs = with_namespaces(&files, &default_ns());
