@@ -104,8 +104,8 @@ fn every_case_is_predicted_the_same_from_a_file_and_from_the_accepted_revision()
             for m in predicted.metrics.minted.iter() {
                 let id = id_of(&after, &m.name).unwrap();
                 assert!(
-                    !live.iter().any(|l| l.id.to_string() == id)
-                        && !retired.iter().any(|r| r.id.to_string() == id),
+                    !live.iter().any(|l| l.id == id.as_str())
+                        && !retired.iter().any(|r| r.id == id.as_str()),
                     "{what}: {} got a fresh id",
                     m.name
                 );

@@ -54,6 +54,9 @@ pub struct MetricExplanation {
     pub id: String,
     /// The metric's name under this id (the last one, for a retired id).
     pub name: String,
+    /// The names this id had before, oldest first (renames declared with `renamedFrom`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub former_names: Vec<smol_str::SmolStr>,
     pub state: MetricState,
     /// The model: namespace `[metalake, catalog, schema]` and name.
     pub model: Identifier,
@@ -154,9 +157,11 @@ pub fn explain(
         Some(m) => metric_named(current, &m.name).cloned(),
         None => revisions.last().map(|r| r.metric.clone()),
     };
+    let former_names = live.map(|m| m.former_names.clone()).unwrap_or_default();
     Some(MetricExplanation {
         id: id.to_string(),
         name,
+        former_names,
         state: if live.is_some() {
             MetricState::Current
         } else {
@@ -349,5 +354,60 @@ mod tests {
         assert!(e.revisions.is_empty());
         assert!(e.minted_with_retirement.is_empty());
         assert!(has_id(&status, "A") && has_id(&status, "B") && !has_id(&status, "C"));
+    }
+}
+
+#[cfg(test)]
+mod renamed_from_tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// r1 total [A]; r2 renames total -> revenue with renamedFrom [A kept]: the id is current,
+    /// named revenue, formerly total, and both revisions list it under their own names.
+    #[test]
+    fn a_declared_rename_keeps_the_id_current_with_its_former_names() {
+        let m = |name: &str| -> Metric {
+            serde_json::from_value(serde_json::json!({"name": name, "expression": {"dialects": [{"dialect": "ANSI_SQL", "expression": "sum(a)"}]}})).unwrap()
+        };
+        let kept = |revision: i64, name: &str, ids: Vec<MetricIdentity>| Kept {
+            revision,
+            created: None,
+            name: "orders".into(),
+            comment: None,
+            properties: BTreeMap::new(),
+            definition: Definition {
+                metrics: Some(vec![m(name)]),
+                ..Definition::default()
+            },
+            metrics: Some(ids),
+        };
+        let renamed = MetricIdentity {
+            name: "revenue".into(),
+            id: "A".into(),
+            former_names: vec!["total".into()],
+        };
+        let status = SemanticModelStatus {
+            revision: Some(2),
+            metrics: vec![renamed.clone()],
+            ..SemanticModelStatus::default()
+        };
+        let history = vec![
+            kept(1, "total", vec![MetricIdentity::new("total", "A")]),
+            kept(2, "revenue", vec![renamed]),
+        ];
+        let model = Identifier {
+            namespace: vec!["ns".into(), "c".into(), "s".into()],
+            name: "orders".into(),
+        };
+        let current = history[1].definition.clone();
+        let e = explain("A", model, &status, &current, &history).unwrap();
+        assert_eq!(
+            (e.name.as_str(), e.state),
+            ("revenue", MetricState::Current)
+        );
+        assert_eq!(e.former_names, vec!["total"]);
+        let names: Vec<&str> = e.revisions.iter().map(|r| r.metric.name.as_str()).collect();
+        assert_eq!(names, ["total", "revenue"]);
+        assert!(e.retired_in_revision.is_none() && e.minted_with_retirement.is_empty());
     }
 }

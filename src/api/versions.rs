@@ -36,6 +36,9 @@ pub struct Version {
     pub metrics_added: Option<Vec<MetricIdentity>>,
     /// Metric ids this revision retired (their names left the definition).
     pub metrics_retired: Vec<MetricIdentity>,
+    /// Metric ids this revision renamed (`renamedFrom`): the new name, the id, the former names.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub metrics_renamed: Vec<MetricIdentity>,
 }
 
 #[derive(Serialize, schemars::JsonSchema)]
@@ -66,6 +69,13 @@ pub fn history(kept: &[Kept], status: &SemanticModelStatus) -> Vec<Version> {
                 _ if k.revision == 1 => Some(vec![]),
                 _ => None,
             };
+            let metrics_renamed = match (&mine, &before) {
+                (Some(mine), Some(before)) => (mine.iter())
+                    .filter(|m| before.iter().any(|b| b.id == m.id && b.name != m.name))
+                    .cloned()
+                    .collect(),
+                _ => vec![],
+            };
             let metrics_added = mine.zip(before).map(|(mine, before)| {
                 let old: HashSet<&MetricId> = before.iter().map(|m| &m.id).collect();
                 mine.into_iter().filter(|m| !old.contains(&m.id)).collect()
@@ -82,6 +92,7 @@ pub fn history(kept: &[Kept], status: &SemanticModelStatus) -> Vec<Version> {
                     .filter(|r| r.retired_in_revision == k.revision)
                     .map(|r| MetricIdentity::new(r.name.clone(), r.id.clone()))
                     .collect(),
+                metrics_renamed,
             }
         })
         .collect()
@@ -239,5 +250,23 @@ mod tests {
         let st = status(2, vec![id("x", "a"), id("y", "b")], &[]);
         let h = history(&kept, &st);
         assert_eq!(added(&h[1]), Some(vec!["b".to_string()]));
+    }
+
+    #[test]
+    fn a_declared_rename_is_listed_with_the_id_it_kept() {
+        let renamed = MetricIdentity {
+            name: "sales".into(),
+            id: "a".into(),
+            former_names: vec!["revenue".into()],
+        };
+        let kept = vec![
+            kept(1, Some(vec![id("revenue", "a")])),
+            kept(2, Some(vec![renamed.clone()])),
+        ];
+        let h = history(&kept, &status(2, vec![renamed.clone()], &[]));
+        assert!(h[0].metrics_renamed.is_empty());
+        assert_eq!(h[1].metrics_renamed, vec![renamed]);
+        assert_eq!(added(&h[1]), Some(vec![]), "nothing minted");
+        assert!(h[1].metrics_retired.is_empty(), "nothing retired");
     }
 }

@@ -181,7 +181,7 @@ pub fn diff_model(
         })
     };
     for (metric, identity) in next_metrics.iter().zip(&predicted) {
-        if identity.id.to_string() == MINTED {
+        if identity.id == MINTED {
             ids.minted.push(Named {
                 name: metric.name.to_string(),
                 id: None,

@@ -199,7 +199,7 @@ impl SemopsMcp {
     }
 
     #[tool(
-        description = "Metrics of the semantic models of a schema with their stable ids (ids survive revisions; a rename mints a new one). `search` filters by name, description or model; `details` adds each definition. Sorted by model then name; at most 500.",
+        description = "Metrics of the semantic models of a schema with their stable ids (ids survive revisions and renames declared with renamedFrom; an undeclared rename mints a new one). A metric with `deprecated` set must not be cited: use the replacement it names. `search` filters by name, description or model; `details` adds each definition. Sorted by model then name; at most 500.",
         annotations(read_only_hint = true, open_world_hint = false),
         output_schema = schema_for_output::<MetricList>()
     )]
@@ -363,7 +363,7 @@ impl SemopsMcp {
     }
 
     #[tool(
-        description = "A metric by its stable id, also after a rename (the old id is retired, never reused): its model, current or last name, state, the rename's new id, its expression per dialect and its definition in each kept revision.",
+        description = "A metric by its stable id, also after it was retired (never reused): its model, current or last name, its former names (renames declared with renamedFrom keep the id), state, the new ids minted when it was retired, its expression per dialect, its deprecation (do not cite a deprecated metric; use its replacement) and its definition in each kept revision.",
         annotations(read_only_hint = true, open_world_hint = false),
         output_schema = schema_for_output::<ExplainOut>()
     )]

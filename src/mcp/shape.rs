@@ -132,7 +132,7 @@ pub struct ModelOut {
 
 #[derive(Serialize, JsonSchema, Debug, PartialEq)]
 pub struct MetricOut {
-    /// Stable id: survives every revision, never reused; a rename mints a new one.
+    /// Stable id: survives every revision and a rename declared with `renamedFrom`, never reused.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     pub name: String,
@@ -141,6 +141,9 @@ pub struct MetricOut {
     pub model: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// Set when the metric is deprecated: do not cite it; the text names its replacement.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deprecated: Option<String>,
     /// The definition (with `details: true`).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<crate::crd::semantic_model::Metric>")]
@@ -305,6 +308,7 @@ pub fn metric_list(body: &Value, search: Option<&str>, details: bool, limit: usi
                 schema: text(&e["namespace"][2]),
                 model: text(&e["namespace"][3]),
                 description: metric["description"].as_str().map(str::to_string),
+                deprecated: deprecation(&metric["deprecated"]),
                 definition: details.then(|| metric.clone()),
             }
         })
@@ -324,6 +328,21 @@ pub fn metric_list(body: &Value, search: Option<&str>, details: bool, limit: usi
         metrics,
         total,
     }
+}
+
+/// What an agent is told about a deprecated metric (`None`: not deprecated).
+fn deprecation(d: &Value) -> Option<String> {
+    if !d.is_object() {
+        return None;
+    }
+    let mut text = "deprecated: do not cite this metric".to_string();
+    if let Some(r) = d["replacement"].as_str() {
+        text.push_str(&format!("; use {r:?} instead"));
+    }
+    if let Some(why) = d["reason"].as_str() {
+        text.push_str(&format!(" ({why})"));
+    }
+    Some(text)
 }
 
 /// Why a lineage answer was refused.
@@ -526,7 +545,8 @@ mod tests {
              "metric": {"name": "revenue", "description": "Gross Revenue",
                         "expression": {"dialects": [{"dialect": "ANSI_SQL", "expression": "SUM(x)"}]}}},
             {"namespace": ["ns", "c", "s", "orders"], "id": "B",
-             "metric": {"name": "order_count", "expression": {"dialects": [{"dialect": "ANSI_SQL", "expression": "COUNT(*)"}]}}},
+             "metric": {"name": "order_count", "deprecated": {"replacement": "revenue", "reason": "counts lines"},
+                        "expression": {"dialects": [{"dialect": "ANSI_SQL", "expression": "COUNT(*)"}]}}},
             {"namespace": ["ns", "c", "s", "people"],
              "metric": {"name": "headcount", "expression": {"dialects": []}}}
         ]})
@@ -557,6 +577,28 @@ mod tests {
         assert_eq!(
             metric_list(&metrics(), None, false, 9).metrics[0].definition,
             None
+        );
+    }
+
+    #[test]
+    fn a_deprecated_metric_tells_the_agent_not_to_cite_it_and_what_to_use() {
+        let out = metric_list(&metrics(), None, false, MAX_LIST);
+        let said: Vec<Option<&str>> = out
+            .metrics
+            .iter()
+            .map(|m| m.deprecated.as_deref())
+            .collect();
+        assert_eq!(
+            said,
+            [
+                None,
+                Some("deprecated: do not cite this metric; use \"revenue\" instead (counts lines)"),
+                None
+            ]
+        );
+        assert_eq!(
+            deprecation(&json!({})).as_deref(),
+            Some("deprecated: do not cite this metric")
         );
     }
 
