@@ -248,6 +248,12 @@ fn import_model(
     let obj = camel.as_object_mut().expect("a mapping stays one");
     obj.remove("name");
     obj.remove("description");
+    for metric in (obj.get_mut("metrics").and_then(Value::as_array_mut))
+        .into_iter()
+        .flatten()
+    {
+        semops_keys_from_extension(metric);
+    }
     if let Some(datasets) = obj.get_mut("datasets").and_then(Value::as_array_mut) {
         for (i, dataset) in datasets.iter_mut().enumerate() {
             if let Some(source) = dataset.get_mut("source")
@@ -429,10 +435,83 @@ fn model_map(m: &SemanticModel) -> Map<String, Value> {
     if let Some(c) = &m.spec.comment {
         out.insert("description".into(), Value::String(c.to_string()));
     }
-    if let Value::Object(def) = rename_keys(&definition, camel_to_snake) {
+    if let Value::Object(mut def) = rename_keys(&definition, camel_to_snake) {
+        for metric in (def.get_mut("metrics").and_then(Value::as_array_mut))
+            .into_iter()
+            .flatten()
+        {
+            semops_keys_into_extension(metric);
+        }
         out.extend(def);
     }
     out
+}
+
+/// Vendor name of the custom extension that carries semops's own metric keys through Ossie.
+const SEMOPS_VENDOR: &str = "SEMOPS";
+/// semops's metric keys that Ossie does not define (snake_case as exported).
+const SEMOPS_METRIC_KEYS: [(&str, &str); 2] = [
+    ("renamed_from", "renamedFrom"),
+    ("deprecated", "deprecated"),
+];
+
+/// Moves `renamed_from` and `deprecated` of an exported metric into a `SEMOPS` custom
+/// extension: Ossie readers see only keys Ossie defines, and import puts them back.
+fn semops_keys_into_extension(metric: &mut Value) {
+    let Some(m) = metric.as_object_mut() else {
+        return;
+    };
+    let mut data = Map::new();
+    for (snake, camel) in SEMOPS_METRIC_KEYS {
+        if let Some(v) = m.remove(snake) {
+            data.insert(camel.into(), rename_keys(&v, snake_to_camel));
+        }
+    }
+    if data.is_empty() {
+        return;
+    }
+    let entry =
+        serde_json::json!({"vendor_name": SEMOPS_VENDOR, "data": Value::Object(data).to_string()});
+    match m.get_mut("custom_extensions").and_then(Value::as_array_mut) {
+        Some(list) => list.push(entry),
+        None => {
+            m.insert("custom_extensions".into(), Value::Array(vec![entry]));
+        }
+    }
+}
+
+/// The reverse on import (camelCase by then): a `SEMOPS` extension of a metric becomes its
+/// `renamedFrom` and `deprecated` again; other data in it is left where it was.
+fn semops_keys_from_extension(metric: &mut Value) {
+    let Some(m) = metric.as_object_mut() else {
+        return;
+    };
+    let Some(list) = m.get_mut("customExtensions").and_then(Value::as_array_mut) else {
+        return;
+    };
+    let mut restored = Map::new();
+    list.retain(|ext| {
+        let ours = ext["vendorName"] == SEMOPS_VENDOR;
+        let data = ext["data"]
+            .as_str()
+            .and_then(|d| serde_json::from_str::<Map<String, Value>>(d).ok());
+        match data {
+            Some(data)
+                if ours
+                    && data
+                        .keys()
+                        .all(|k| SEMOPS_METRIC_KEYS.iter().any(|(_, c)| c == k)) =>
+            {
+                restored.extend(data);
+                false
+            }
+            _ => true,
+        }
+    });
+    if list.is_empty() {
+        m.remove("customExtensions");
+    }
+    m.extend(restored);
 }
 
 fn annotation<'a>(m: &'a SemanticModel, key: &str) -> Option<&'a String> {
@@ -756,6 +835,40 @@ mod tests {
             "{:?}",
             out.warnings
         );
+    }
+
+    /// `renamedFrom` and `deprecated` are semops's: exported inside a SEMOPS custom extension
+    /// (no key Ossie does not define), imported back as they were.
+    #[test]
+    fn semops_metric_keys_travel_in_a_custom_extension_and_come_back() {
+        let spec: crate::crd::SemanticModelSpec = serde_json::from_value(serde_json::json!({
+            "catalog": "analytics", "schema": "semantic", "name": "people",
+            "definition": {"datasets": [{"name": "d", "source": "hr.public.t"}], "metrics": [
+                {"name": "staff", "renamedFrom": "headcount", "deprecated": {"replacement": "people", "reason": "rows"},
+                 "expression": {"dialects": [{"dialect": "ANSI_SQL", "expression": "COUNT(*)"}]},
+                 "customExtensions": [{"vendorName": "DBT", "data": "{}"}]},
+                {"name": "people", "expression": {"dialects": [{"dialect": "ANSI_SQL", "expression": "COUNT(DISTINCT d.id)"}]}}
+            ]}
+        }))
+        .unwrap();
+        let model = SemanticModel::new("people", spec.clone());
+        let out = export(std::slice::from_ref(&model), Some(Target::V0_1_1)).unwrap();
+        let text = serde_json::to_string(&out.documents).unwrap();
+        assert!(
+            !text.contains("renamed_from") && !text.contains("\"deprecated\""),
+            "{text}"
+        );
+        let metric = &out.documents[0]["semantic_model"][0]["metrics"][0];
+        let ext = &metric["custom_extensions"];
+        assert_eq!(ext[0]["vendor_name"], "DBT");
+        assert_eq!(ext[1]["vendor_name"], "SEMOPS");
+        assert!(
+            out.documents[0]["semantic_model"][0]["metrics"][1]
+                .get("custom_extensions")
+                .is_none()
+        );
+        let back = import(&out.documents[0], &target()).unwrap();
+        assert_eq!(back[0].spec.definition, spec.definition);
     }
 
     #[test]
