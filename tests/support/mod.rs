@@ -144,15 +144,28 @@ fn start(kind: Kind) -> Env {
             );
             std::thread::sleep(Duration::from_millis(500));
         }
-        env.kubectl_ok(&[
-            "wait",
-            "--for",
-            "condition=Established",
-            "crd/semanticmodels.semops.io",
-            "crd/catalogs.semops.io",
-            "crd/reconcilepolicies.semops.io",
-            "--timeout=60s",
-        ]);
+        // kubectl wait fails at once (".status.conditions accessor error") on a CRD whose
+        // status the API server has not written yet: asked again until it can wait.
+        loop {
+            let out = env.kubectl(&[
+                "wait",
+                "--for",
+                "condition=Established",
+                "crd/semanticmodels.semops.io",
+                "crd/catalogs.semops.io",
+                "crd/reconcilepolicies.semops.io",
+                "--timeout=60s",
+            ]);
+            if out.status.success() {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the CRDs never became Established: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
     }
     env
 }
