@@ -67,6 +67,21 @@ fn ids(v: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The DEPRECATED column of `kubectl get sm -o wide` (empty when the count is absent).
+fn deprecated_column(ns: &str, object: &str) -> String {
+    let out = env().kubectl_ok(&["get", "sm", object, "-n", ns, "-o", "wide"]);
+    let mut lines = out.lines();
+    let header = lines.next().unwrap();
+    let at = header.find("DEPRECATED").expect("a DEPRECATED column");
+    let row = lines.next().unwrap();
+    row[at..]
+        .split_whitespace()
+        .next()
+        .filter(|_| !row[at..].starts_with(' '))
+        .unwrap_or_default()
+        .to_string()
+}
+
 #[test]
 fn the_ids_diff_predicts_are_the_ids_acceptance_commits_for_every_case() {
     let w = World::new(
@@ -183,6 +198,14 @@ fn the_ids_diff_predicts_are_the_ids_acceptance_commits_for_every_case() {
                 "{what}: every live id accounted for"
             );
             ever.extend(now.into_iter().map(|(_, i)| i));
+            assert_eq!(
+                deprecated_column(&ns, &object),
+                match want.deprecated.len() {
+                    0 => String::new(),
+                    n => n.to_string(),
+                },
+                "{what}: kubectl -o wide"
+            );
             checked += 1;
         }
     }
