@@ -211,6 +211,7 @@ fn render_versions(value: &Value) -> String {
             None => vec!["?".into()],
         };
         changes.extend(names(&v["metricsRetired"], '-'));
+        changes.extend(names(&v["metricsRenamed"], '~'));
         let hash = v["definitionHash"].as_str().unwrap_or_default();
         vec![
             v["revision"].to_string(),
@@ -406,13 +407,14 @@ mod tests {
             {"revision": 2, "created": "2026-12-02T10:00:00Z", "definitionHash": "0123456789abcdef", "current": false,
              "metricsRetired": [{"name": "headcount", "id": "a"}]},
             {"revision": 3, "created": "2026-12-02T11:00:00Z", "definitionHash": "fedcba9876543210", "current": true,
-             "metricsAdded": [{"name": "managers", "id": "c"}], "metricsRetired": []}
+             "metricsAdded": [{"name": "managers", "id": "c"}], "metricsRetired": [],
+             "metricsRenamed": [{"name": "staff", "id": "b", "formerNames": ["people"]}]}
         ]});
         assert_eq!(
             render(&v, Output::Table),
             "REVISION   CREATED                DEFINITION     CURRENT   METRIC IDS\n\
              2          2026-12-02T10:00:00Z   0123456789ab             ? -headcount\n\
-             3          2026-12-02T11:00:00Z   fedcba987654   *         +managers\n"
+             3          2026-12-02T11:00:00Z   fedcba987654   *         +managers ~staff\n"
         );
         assert_eq!(
             render(
