@@ -13,6 +13,7 @@ pub mod catalog;
 pub mod change;
 pub mod cli;
 pub mod client;
+pub mod console;
 pub mod controller;
 pub mod crd;
 pub mod failpoint;

@@ -13,6 +13,7 @@ pub mod query;
 pub mod reference;
 pub mod run;
 pub mod sql;
+pub mod ui;
 pub mod validate;
 
 use std::path::PathBuf;
@@ -78,7 +79,7 @@ enum Command {
         api: query::ApiArgs,
     },
     /// A model's kept revisions (read API `.../versions`): when each was accepted, its
-    /// definition hash, and the metric ids it added (+) and retired (-).
+    /// definition hash, and the metric ids it added (+), retired (-) and renamed (~).
     History {
         catalog: String,
         schema: String,
@@ -137,6 +138,9 @@ enum Command {
         #[command(flatten)]
         api: query::ApiArgs,
     },
+    /// A local, read-only web console: models, metric ids, history, the lineage picture, impact,
+    /// stale reports and search, through the read API as the kubeconfig's user (docs/ui.md).
+    Ui(Box<ui::UiArgs>),
     /// Convert between Apache Ossie YAML and SemanticModel resources.
     #[command(subcommand)]
     Ossie(ossie::OssieCommand),
@@ -215,6 +219,7 @@ pub fn main() -> ExitCode {
         },
         Command::Validate { paths } => validate::main(&paths),
         Command::Diff(args) => diff::main(*args),
+        Command::Ui(args) => ui::main(*args),
         Command::Completion { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(shell, &mut Cli::command(), "semops", &mut std::io::stdout());
