@@ -413,19 +413,25 @@ fn every_page_shows_what_the_read_api_answers_in_a_real_browser() {
         pages.push(("search", violations(&c, &axe).await));
         shot(&c, "search").await;
 
-        // The stale report of a catalog.
-        c.goto(&format!("{base}/ns/{ns}/catalogs/hr/stale"))
-            .await
-            .unwrap();
-        let h1 = c
-            .find(Locator::Css("h1"))
+        // A catalog: its registrations, and its stale report.
+        c.goto(&format!(
+            "{base}/ns/{ns}/models/analytics/semantic/employee_analysis"
+        ))
+        .await
+        .unwrap();
+        c.find(Locator::LinkText("hr"))
             .await
             .unwrap()
-            .text()
+            .click()
             .await
             .unwrap();
-        assert_eq!(h1, "Stale registrations of hr");
-        pages.push(("stale", violations(&c, &axe).await));
+        heading(&c, "Catalog hr").await;
+        let names = texts(&c, "main table tbody tr td:nth-child(3)").await;
+        for table in ["employees", "departments"] {
+            assert!(names.contains(&table.to_string()), "{names:?}");
+        }
+        shot(&c, "catalog").await;
+        pages.push(("catalog", violations(&c, &axe).await));
 
         // Hostile and unknown addresses: escaped pages, the right status.
         c.goto(&format!(

@@ -70,6 +70,10 @@ pub enum Query {
     Stale {
         catalog: String,
     },
+    /// A catalog's registrations with the state its check rounds recorded.
+    Registrations {
+        catalog: String,
+    },
     /// What breaks if `columns` (or, when empty, the whole object) went away.
     Impact {
         object_type: String,

@@ -173,6 +173,9 @@ impl Query {
             Query::Stale { catalog } => Route::get(STALE_ENTITIES, AGG_STALE_ENTITIES)
                 .params(&[("catalog", catalog)])
                 .name(catalog.clone()),
+            Query::Registrations { catalog } => Route::get(REGISTRATIONS, AGG_REGISTRATIONS)
+                .params(&[("catalog", catalog)])
+                .name(catalog.clone()),
             Query::Reconcile { catalog, dry_run } => Route {
                 method: "POST",
                 body: Some(serde_json::json!({ "dryRun": dry_run })),
@@ -284,6 +287,9 @@ mod tests {
             Query::Stale {
                 catalog: "c".into(),
             },
+            Query::Registrations {
+                catalog: "c".into(),
+            },
             Query::Reconcile {
                 catalog: "c".into(),
                 dry_run: true,
@@ -339,6 +345,7 @@ mod tests {
             ),
             ("GET", "/api/metalakes/ns/objects/view/c.s.v/lineage"),
             ("GET", "/api/metalakes/ns/catalogs/c/stale-entities"),
+            ("GET", "/api/metalakes/ns/catalogs/c/registrations"),
             ("POST", "/api/metalakes/ns/catalogs/c/reconcile"),
             (
                 "GET",
@@ -417,6 +424,13 @@ mod tests {
                 },
                 "GET",
                 format!("{agg}/catalogs/c/stale-entities"),
+            ),
+            (
+                Query::Registrations {
+                    catalog: "c".into(),
+                },
+                "GET",
+                format!("{agg}/catalogs/c/registrations"),
             ),
             (
                 Query::NamespaceModels {

@@ -237,10 +237,29 @@ pub fn models_page(
             }
         })
         .collect();
+    let mut catalogs: Vec<&String> = models.iter().map(|(id, _)| &id[0]).collect();
+    catalogs.sort();
+    catalogs.dedup();
+    let catalog_links: Vec<String> = catalogs
+        .iter()
+        .map(|c| {
+            format!(
+                "<a href=\"/ns/{}/catalogs/{}\">{}</a>",
+                enc(ns),
+                enc(c),
+                esc(c)
+            )
+        })
+        .collect();
+    let catalog_line = if catalog_links.is_empty() {
+        String::new()
+    } else {
+        format!("<p>Catalogs: {}</p>", catalog_links.join(", "))
+    };
     Page {
         title: format!("Models in {ns}"),
         body: format!(
-            "<p>{total} model(s) you may read.</p>{}{}",
+            "<p>{total} model(s) you may read.</p>{catalog_line}{}{}",
             table(
                 "Models",
                 &[
@@ -345,10 +364,18 @@ pub fn model_page(
             vec![
                 esc(&text(&d["name"])),
                 format!(
-                    "<a href=\"/ns/{}/lineage/table/{}\">{}</a>",
+                    "<a href=\"/ns/{}/lineage/table/{}\">{}</a>{}",
                     enc(ns),
                     enc(&source),
-                    esc(&source)
+                    esc(&source),
+                    crate::ossie::SourceRef::parse(&source)
+                        .map(|r| format!(
+                            " <span class=\"muted\">(catalog <a href=\"/ns/{}/catalogs/{}\">{}</a>)</span>",
+                            enc(ns),
+                            enc(&r.catalog),
+                            esc(&r.catalog)
+                        ))
+                        .unwrap_or_default()
                 ),
                 esc(&list(&d["primaryKey"])
                     .iter()
@@ -645,6 +672,53 @@ pub fn impact_page(
     }
     Page {
         title: "Impact of a change".into(),
+        body,
+    }
+}
+
+/// A catalog: its registrations with their recorded state, then its live stale report
+/// (`stale`: the answer, or the status and answer of a refusal).
+pub fn catalog_page(
+    catalog: &str,
+    registrations: &Value,
+    stale: Result<&Value, (u16, &Value)>,
+) -> Page {
+    let rows: Vec<Vec<String>> = list(&registrations["registrations"])
+        .iter()
+        .map(|r| {
+            let state = text(&r["state"]);
+            let class = match state.as_str() {
+                "Live" => "ok",
+                "Stale" => "bad",
+                _ => "warn",
+            };
+            vec![
+                esc(&text(&r["kind"])),
+                esc(&text(&r["schema"])),
+                esc(&text(&r["name"])),
+                format!("<span class=\"{class}\">{}</span>", esc(&state)),
+                esc(&text(&r["currentName"])),
+                match text(&r["id"]) {
+                    id if id.is_empty() => String::new(),
+                    id => format!("<code>{}</code>", esc(&id)),
+                },
+            ]
+        })
+        .collect();
+    let mut body = String::from("<h2>Registrations</h2>");
+    body.push_str(&table(
+        "Registrations and the state the check rounds recorded",
+        &["Kind", "Schema", "Name", "State", "Now named", "Native id"],
+        &rows,
+    ));
+    body.push_str("<h2>Stale now</h2>");
+    match stale {
+        Ok(answer) => body.push_str(&stale_page(catalog, answer).body),
+        Err((status, answer)) => body
+            .push_str(&error_page(status, answer, &format!("the stale report of {catalog}")).body),
+    }
+    Page {
+        title: format!("Catalog {catalog}"),
         body,
     }
 }

@@ -373,22 +373,40 @@ async fn impact(
     )
 }
 
-async fn stale(State(c): Shared, Path((ns, catalog)): Path<(String, String)>) -> Response {
+async fn catalog(State(c): Shared, Path((ns, catalog)): Path<(String, String)>) -> Response {
     if !valid_namespace(&ns) {
         return bad_namespace(&ns);
     }
-    match ask(
+    let registrations = match ask(
+        &c,
+        &ns,
+        &Query::Registrations {
+            catalog: catalog.clone(),
+        },
+    )
+    .await
+    {
+        Ok(v) => v,
+        Err(e) => return failed(&ns, e, &format!("catalog {catalog}")),
+    };
+    // The stale report probes the catalog live; its refusal is shown in place.
+    let stale = ask(
         &c,
         &ns,
         &Query::Stale {
             catalog: catalog.clone(),
         },
     )
-    .await
-    {
-        Ok(v) => page(StatusCode::OK, &ns, &html::stale_page(&catalog, &v)),
-        Err(e) => failed(&ns, e, &format!("the stale report of catalog {catalog}")),
-    }
+    .await;
+    let stale = match &stale {
+        Ok(v) => Ok(v),
+        Err((s, v)) => Err((*s, v)),
+    };
+    page(
+        StatusCode::OK,
+        &ns,
+        &html::catalog_page(&catalog, &registrations, stale),
+    )
 }
 
 #[derive(Deserialize, Default)]
@@ -517,7 +535,7 @@ pub fn router(console: Arc<Console>) -> Router {
         )
         .route("/ns/{ns}/lineage/{kind}/{full}", get(source_lineage))
         .route("/ns/{ns}/impact", get(impact))
-        .route("/ns/{ns}/catalogs/{catalog}/stale", get(stale))
+        .route("/ns/{ns}/catalogs/{catalog}", get(catalog))
         .route("/ns/{ns}/search", get(search))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(console.clone(), guard))
