@@ -140,6 +140,25 @@ fn raw(base: &str, target: &str, headers: &[(&str, &str)]) -> (u16, String) {
     (status, out)
 }
 
+/// Visits the printed address without a browser: the console's base and the cookie it sets.
+fn session(url: &str) -> (String, String) {
+    let base = url.split("/?").next().unwrap().to_string();
+    let (_, r) = raw(&base, &url[base.len()..], &[]);
+    let line = r
+        .lines()
+        .find(|l| l.to_ascii_lowercase().starts_with("set-cookie:"))
+        .expect("the token is traded for a cookie");
+    let cookie = line
+        .split_once(':')
+        .unwrap()
+        .1
+        .trim()
+        .split(';')
+        .next()
+        .unwrap();
+    (base, cookie.to_string())
+}
+
 /// axe-core's serious and critical violations on the current page.
 async fn violations(c: &Client, axe: &str) -> Vec<String> {
     c.execute(axe, vec![]).await.unwrap();
@@ -307,6 +326,24 @@ fn every_page_shows_what_the_read_api_answers_in_a_real_browser() {
             );
         }
         assert!(source.contains("hr.public.employees"));
+        // Each dataset's native id as the model's status recorded it.
+        let status: Value = serde_json::from_str(&env.kubectl_ok(&[
+            "get",
+            "sm",
+            "employee-analysis",
+            "-n",
+            ns,
+            "-o",
+            "json",
+        ]))
+        .unwrap();
+        for a in status["status"]["sourceAssociations"].as_array().unwrap() {
+            let id = a["id"].as_str().unwrap();
+            assert!(
+                source.contains(&format!("<code>{id}</code>")),
+                "native id {id}"
+            );
+        }
         assert!(source.contains("Revision history"));
         pages.push(("model", violations(&c, &axe).await));
         shot(&c, "model").await;
@@ -451,22 +488,7 @@ fn every_page_shows_what_the_read_api_answers_in_a_real_browser() {
     });
 
     // The guard: no token, a wrong token, another host or origin.
-    let cookie = {
-        let (_, r) = raw(&base, &url[base.len()..], &[]);
-        let line = r
-            .lines()
-            .find(|l| l.to_ascii_lowercase().starts_with("set-cookie:"))
-            .unwrap()
-            .to_string();
-        line.split_once(':')
-            .unwrap()
-            .1
-            .trim()
-            .split(';')
-            .next()
-            .unwrap()
-            .to_string()
-    };
+    let (_, cookie) = session(&url);
     let ok = [("cookie", cookie.as_str())];
     assert_eq!(raw(&base, &format!("/ns/{ns}"), &ok).0, 200);
     assert_eq!(raw(&base, &format!("/ns/{ns}"), &[]).0, 403);
@@ -506,22 +528,7 @@ fn every_page_shows_what_the_read_api_answers_in_a_real_browser() {
 
     // A user who may not get models sees none, and is told which verb is missing.
     let (_ui2, url2) = console(op.api_port, &none, ns);
-    let base2 = url2.split("/?").next().unwrap().to_string();
-    let (_, r) = raw(&base2, &url2[base2.len()..], &[]);
-    let line = r
-        .lines()
-        .find(|l| l.to_ascii_lowercase().starts_with("set-cookie:"))
-        .unwrap()
-        .to_string();
-    let cookie2 = line
-        .split_once(':')
-        .unwrap()
-        .1
-        .trim()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_string();
+    let (base2, cookie2) = session(&url2);
     let (status, body) = raw(&base2, &format!("/ns/{ns}"), &[("cookie", &cookie2)]);
     assert_eq!(status, 200, "{body}");
     assert!(
@@ -537,5 +544,31 @@ fn every_page_shows_what_the_read_api_answers_in_a_real_browser() {
     assert!(
         !body.contains(&ids[0].1),
         "no id of a model the user may not get"
+    );
+    // A question refused outright says so, with the API's message naming the permission: a
+    // user who may not get catalogs asks for one.
+    let (status, body) = raw(
+        &base2,
+        &format!("/ns/{ns}/catalogs/hr"),
+        &[("cookie", &cookie2)],
+    );
+    assert_eq!(status, 200, "the none user may get catalogs: {body}");
+    let nocat = env.service_account_token(
+        ns,
+        "ui-nocat",
+        "[{apiGroups: [semops.io], resources: [semanticmodels], verbs: [get]}]",
+        &[("get", "semanticmodels.semops.io")],
+    );
+    let (_ui3, url3) = console(op.api_port, &nocat, ns);
+    let (base3, cookie3) = session(&url3);
+    let (status, body) = raw(
+        &base3,
+        &format!("/ns/{ns}/catalogs/hr"),
+        &[("cookie", &cookie3)],
+    );
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body.contains("the API server refused it (403)") && body.contains("catalogs"),
+        "{body}"
     );
 }

@@ -684,6 +684,9 @@ pub struct ModelView {
     /// Sources whose live state no longer matches their binding; the current revision only.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     source_drift: Vec<crate::crd::semantic_model::SourceDrift>,
+    /// Each dataset's bound source with its native id; the current revision only.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    source_associations: Vec<crate::crd::semantic_model::SourceAssociation>,
 }
 
 /// A model the caller may get, by its client-facing name.
@@ -734,6 +737,7 @@ pub async fn get_model(
                     metric_ids: kept.metrics.unwrap_or_default(),
                     conditions: vec![],
                     source_drift: vec![],
+                    source_associations: vec![],
                 }
             }
             _ => ModelView {
@@ -746,6 +750,7 @@ pub async fn get_model(
                 metric_ids: status.metrics,
                 conditions: status.conditions,
                 source_drift: status.source_drift,
+                source_associations: status.source_associations,
             },
         };
         Ok::<_, ApiError>(ok(ModelBody { code: 0, model }))

@@ -347,9 +347,14 @@ pub fn model_page(
         ));
     }
     body.push_str("<h2>Datasets</h2>");
+    let bound = list(&model["sourceAssociations"]);
     let datasets: Vec<Vec<String>> = list(&def["datasets"])
         .iter()
         .map(|d| {
+            let binding = bound.iter().find(|a| a["dataset"] == d["name"]);
+            let native = binding.map_or(String::new(), |a| {
+                format!("{} <code>{}</code>", esc(&text(&a["type"])), esc(&text(&a["id"])))
+            });
             let fields: Vec<String> = list(&d["fields"])
                 .iter()
                 .map(|f| {
@@ -377,6 +382,7 @@ pub fn model_page(
                         ))
                         .unwrap_or_default()
                 ),
+                native,
                 esc(&list(&d["primaryKey"])
                     .iter()
                     .map(text)
@@ -388,7 +394,13 @@ pub fn model_page(
         .collect();
     body.push_str(&table(
         "Datasets",
-        &["Dataset", "Source", "Primary key", "Fields"],
+        &[
+            "Dataset",
+            "Source",
+            "Bound to (native id)",
+            "Primary key",
+            "Fields",
+        ],
         &datasets,
     ));
     let rels: Vec<Vec<String>> = list(&def["relationships"])
