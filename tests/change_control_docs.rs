@@ -12,7 +12,10 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+mod support;
+
+use support::ROOT;
+use support::change_cases::git;
 
 /// The YAML block that follows `<!-- file: NAME -->` in the document.
 fn block(doc: &str, name: &str) -> Value {
@@ -74,20 +77,6 @@ fn forge() -> (String, Arc<Mutex<Vec<Posted>>>) {
         }
     });
     (url, seen)
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 fn model(metrics: &[&str]) -> String {

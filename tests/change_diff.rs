@@ -10,7 +10,7 @@ use std::process::Command;
 use semops::change::{Base, diff_model};
 use semops::crd::semantic_model::{MetricIdentity, RetiredMetric, SemanticModelSpec};
 use semops::model::identity::{Wanted, reconcile_metric_ids};
-use support::change_cases::{Expect, cases, observed};
+use support::change_cases::{Expect, cases, git, observed};
 
 /// What acceptance would commit: the controller's reconciliation with fresh ids.
 fn accept(
@@ -126,20 +126,6 @@ fn every_case_is_predicted_the_same_from_a_file_and_from_the_accepted_revision()
         }
     }
     assert!(steps >= 15, "{steps} steps checked");
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 fn model_yaml(spec: &serde_json::Value) -> String {

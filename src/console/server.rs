@@ -183,6 +183,27 @@ fn failed(ns: &str, (status, answer): (u16, Value), what: &str) -> Response {
     page(code, ns, &html::error_page(status, &answer, what))
 }
 
+/// `[catalog, schema, name]` of every model of `ns` the caller may read, or the error page.
+async fn namespace_models(c: &Console, ns: &str) -> Result<Vec<[String; 3]>, Response> {
+    let all = Query::NamespaceModels {
+        catalog: None,
+        schema: None,
+    };
+    let list = ask(c, ns, &all)
+        .await
+        .map_err(|e| failed(ns, e, &format!("the models of namespace {ns}")))?;
+    let part = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    Ok((list["identifiers"].as_array().into_iter().flatten())
+        .map(|i| {
+            [
+                part(&i["namespace"][1]),
+                part(&i["namespace"][2]),
+                part(&i["name"]),
+            ]
+        })
+        .collect())
+}
+
 #[derive(Deserialize, Default)]
 struct Paging {
     #[serde(default)]
@@ -193,31 +214,10 @@ async fn models(State(c): Shared, Path(ns): Path<String>, Params(p): Params<Pagi
     if !valid_namespace(&ns) {
         return bad_namespace(&ns);
     }
-    let list = match ask(
-        &c,
-        &ns,
-        &Query::NamespaceModels {
-            catalog: None,
-            schema: None,
-        },
-    )
-    .await
-    {
-        Ok(v) => v,
-        Err(e) => return failed(&ns, e, &format!("the models of namespace {ns}")),
+    let ids = match namespace_models(&c, &ns).await {
+        Ok(ids) => ids,
+        Err(r) => return r,
     };
-    let ids: Vec<Vec<String>> = (list["identifiers"].as_array().into_iter().flatten())
-        .map(|i| {
-            let path: Vec<String> = (i["namespace"].as_array().into_iter().flatten())
-                .map(|s| s.as_str().unwrap_or_default().to_string())
-                .collect();
-            vec![
-                path.get(1).cloned().unwrap_or_default(),
-                path.get(2).cloned().unwrap_or_default(),
-                i["name"].as_str().unwrap_or_default().to_string(),
-            ]
-        })
-        .collect();
     let page_no = p.page.unwrap_or(1).max(1) - 1;
     let mut rows = Vec::new();
     for id in ids.iter().skip(page_no * PAGE_SIZE).take(PAGE_SIZE) {
@@ -230,7 +230,7 @@ async fn models(State(c): Shared, Path(ns): Path<String>, Params(p): Params<Pagi
             .await
             .map(|v| v["model"].clone())
             .map_err(|(s, _)| s);
-        rows.push((id.clone(), answer));
+        rows.push((id.to_vec(), answer));
     }
     page(
         StatusCode::OK,
@@ -433,28 +433,10 @@ async fn search(
     let mut found = None;
     if !q.trim().is_empty() {
         let needle = q.trim().to_lowercase();
-        let list = match ask(
-            &c,
-            &ns,
-            &Query::NamespaceModels {
-                catalog: None,
-                schema: None,
-            },
-        )
-        .await
-        {
-            Ok(v) => v,
-            Err(e) => return failed(&ns, e, &format!("the models of namespace {ns}")),
+        let schemas: BTreeSet<(String, String)> = match namespace_models(&c, &ns).await {
+            Ok(ids) => ids.into_iter().map(|[c, s, _]| (c, s)).collect(),
+            Err(r) => return r,
         };
-        let schemas: BTreeSet<(String, String)> =
-            (list["identifiers"].as_array().into_iter().flatten())
-                .map(|i| {
-                    (
-                        i["namespace"][1].as_str().unwrap_or_default().to_string(),
-                        i["namespace"][2].as_str().unwrap_or_default().to_string(),
-                    )
-                })
-                .collect();
         let mut rows = Vec::new();
         for (catalog, schema) in schemas {
             let mq = Query::Metrics {

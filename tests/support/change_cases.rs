@@ -2,9 +2,27 @@
 //! table test of `semops diff` and the e2e test that applies every step.
 #![allow(dead_code)]
 
+use std::path::Path;
+use std::process::Command;
+
 use serde_json::{Value, json};
 
 use super::ROOT;
+
+/// Runs git in `dir` as a throwaway identity, asserting success.
+pub fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
 
 pub struct Case {
     pub name: String,
