@@ -14,6 +14,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use fantoccini::{Client, ClientBuilder, Locator};
+// chromedriver listens on loopback over plain HTTP: no TLS stack for the WebDriver client.
+use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::{Value, json};
 use support::*;
 
@@ -64,6 +66,12 @@ async fn browser() -> (Killed, Client) {
         .local_addr()
         .unwrap()
         .port();
+    // Like every script that needs a Debian package, the test installs it when missing.
+    let deps = Command::new(format!("{ROOT}/hack/deps"))
+        .arg("ui")
+        .status()
+        .unwrap();
+    assert!(deps.success(), "hack/deps ui");
     let driver = Command::new("chromedriver")
         .arg(format!("--port={port}"))
         .stdout(Stdio::null())
@@ -78,7 +86,7 @@ async fn browser() -> (Killed, Client) {
     );
     let mut last = None;
     for _ in 0..100 {
-        match ClientBuilder::native()
+        match ClientBuilder::new(HttpConnector::new())
             .capabilities(caps.clone())
             .connect(&format!("http://127.0.0.1:{port}"))
             .await
