@@ -767,6 +767,7 @@ pub fn search_page(
     ns: &str,
     q: &str,
     metrics: Option<&[Vec<String>]>,
+    page: usize,
     table_name: &str,
     lookup: Option<&Value>,
 ) -> Page {
@@ -780,6 +781,8 @@ pub fn search_page(
     if let Some(found) = metrics {
         let rows: Vec<Vec<String>> = found
             .iter()
+            .skip(page * PAGE_SIZE)
+            .take(PAGE_SIZE)
             .map(|r| {
                 vec![
                     format!(
@@ -806,6 +809,17 @@ pub fn search_page(
             "Matching metrics",
             &["Model", "Metric", "Id", "Description"],
             &rows,
+        ));
+        body.push_str(&format!("<p>{} metric(s) found.</p>", found.len()));
+        body.push_str(&pager(
+            &format!(
+                "/ns/{}/search?q={}&amp;table={}&amp;",
+                enc(ns),
+                enc(q),
+                enc(table_name)
+            ),
+            page,
+            found.len(),
         ));
     }
     if let Some(l) = lookup {
@@ -890,6 +904,34 @@ mod tests {
                 .contains("could not be reached")
         );
         assert!(error_page(413, &json!({}), "x").body.contains("too large"));
+    }
+
+    #[test]
+    fn search_results_page_fifty_at_a_time() {
+        let rows: Vec<Vec<String>> = (0..120)
+            .map(|i| {
+                vec![
+                    "c".into(),
+                    "s".into(),
+                    "m".into(),
+                    format!("metric{i:03}"),
+                    String::new(),
+                    String::new(),
+                ]
+            })
+            .collect();
+        let p = search_page("ns", "a b", Some(&rows), 2, "", None);
+        assert!(
+            p.body.contains("metric100") && !p.body.contains("metric099"),
+            "the third page"
+        );
+        assert!(p.body.contains("120 metric(s) found") && p.body.contains("Page 3 of 3"));
+        assert!(
+            p.body
+                .contains("href=\"/ns/ns/search?q=a%20b&amp;table=&amp;page=2\">previous"),
+            "{}",
+            p.body
+        );
     }
 
     #[test]

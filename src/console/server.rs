@@ -415,6 +415,8 @@ struct SearchForm {
     q: Option<String>,
     #[serde(default)]
     table: Option<String>,
+    #[serde(default)]
+    page: Option<usize>,
 }
 
 /// Most metrics a search lists.
@@ -481,7 +483,14 @@ async fn search(
     page(
         StatusCode::OK,
         &ns,
-        &html::search_page(&ns, &q, found.as_deref(), &table_name, lookup.as_ref()),
+        &html::search_page(
+            &ns,
+            &q,
+            found.as_deref(),
+            f.page.unwrap_or(1).max(1) - 1,
+            &table_name,
+            lookup.as_ref(),
+        ),
     )
 }
 
