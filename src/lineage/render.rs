@@ -121,13 +121,46 @@ const BOX_HEIGHT: usize = 22;
 /// Longest label drawn, in characters (the full name is in the node's title).
 const LABEL_CHARS: usize = 34;
 
+/// The nodes in the order they are drawn: models, metrics and datasets as the answer lists them;
+/// sources by the mean row of the datasets bound to them, so binding edges cross as little as
+/// the datasets' order allows (a source no dataset binds keeps its place at the end).
+fn in_drawing_order(nodes: Vec<Value>, edges: &[Value]) -> Vec<Value> {
+    let (sources, mut others): (Vec<Value>, Vec<Value>) =
+        nodes.into_iter().partition(|n| text(n, "kind") == "SOURCE");
+    let row: std::collections::HashMap<String, usize> = others
+        .iter()
+        .filter(|n| text(n, "kind") == "DATASET")
+        .enumerate()
+        .map(|(i, n)| (text(n, "id"), i))
+        .collect();
+    // (sum of rows, count) of the datasets bound to each source, in one pass over the edges.
+    let mut bound: std::collections::HashMap<String, (usize, usize)> =
+        std::collections::HashMap::new();
+    for e in edges {
+        if let Some(r) = row.get(&text(e, "source")) {
+            let entry = bound.entry(text(e, "target")).or_default();
+            *entry = (entry.0 + r, entry.1 + 1);
+        }
+    }
+    let key = |source: &Value| -> f64 {
+        match bound.get(&text(source, "id")) {
+            Some((sum, n)) if *n > 0 => *sum as f64 / *n as f64,
+            _ => f64::MAX,
+        }
+    };
+    let mut keyed: Vec<(f64, Value)> = sources.into_iter().map(|s| (key(&s), s)).collect();
+    keyed.sort_by(|a, b| a.0.total_cmp(&b.0));
+    others.extend(keyed.into_iter().map(|(_, s)| s));
+    others
+}
+
 /// An SVG picture of a lineage graph laid out by semops: one column per node kind (models,
 /// metrics, datasets, sources), nodes in answer order within a column, edges as curves. Every
 /// node is a `<g class="node">` with its kind, id and full name (a `<title>`), every edge a
 /// `<path class="edge">`, so the picture can be checked against the graph it draws; unavailable
 /// sources are dashed. Readable at 500 nodes: one row per node, scrolled or zoomed by the page.
 pub fn svg(graph: &Value) -> String {
-    let nodes = items(graph, "nodes");
+    let nodes = in_drawing_order(items(graph, "nodes"), &items(graph, "edges"));
     let unavailable: Vec<String> = items(graph, "warnings")
         .iter()
         .map(|w| text(w, "nodeId"))
@@ -257,6 +290,29 @@ mod tests {
         ys.dedup();
         assert_eq!(ys.len(), 500, "no two boxes share a place");
         assert!(s.contains(&format!("height=\"{}\"", 60 + 250 * ROW_HEIGHT)));
+    }
+
+    /// Sources follow the datasets bound to them: no binding edges cross here.
+    #[test]
+    fn sources_are_ordered_after_the_datasets_that_bind_them() {
+        let g = serde_json::json!({
+            "nodes": [
+                {"id": "s1", "kind": "SOURCE", "name": "one"},
+                {"id": "s2", "kind": "SOURCE", "name": "two"},
+                {"id": "lonely", "kind": "SOURCE", "name": "lonely"},
+                {"id": "a", "kind": "DATASET", "name": "a"},
+                {"id": "b", "kind": "DATASET", "name": "b"}
+            ],
+            "edges": [
+                {"kind": "BINDS", "source": "a", "target": "s2"},
+                {"kind": "BINDS", "source": "b", "target": "s1"}
+            ]
+        });
+        let order: Vec<String> = in_drawing_order(items(&g, "nodes"), &items(&g, "edges"))
+            .iter()
+            .map(|n| text(n, "id"))
+            .collect();
+        assert_eq!(order, ["a", "b", "s2", "s1", "lonely"]);
     }
 
     #[test]
