@@ -29,6 +29,18 @@ impl Drop for Killed {
     }
 }
 
+/// chromedriver in a process group of its own, killed with every browser it started when
+/// dropped: a test that fails before closing its session leaves no Chromium behind.
+struct Driver(Child);
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let group = format!("-{}", self.0.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+        let _ = self.0.wait();
+    }
+}
+
 /// `semops ui` for `token` (a ServiceAccount's) on the operator's direct port: the process and
 /// the address it printed.
 fn console(api_port: u16, token: &str, ns: &str) -> (Killed, String) {
@@ -60,7 +72,7 @@ fn console(api_port: u16, token: &str, ns: &str) -> (Killed, String) {
 }
 
 /// chromedriver on a free port and a headless Chromium session through it.
-async fn browser() -> (Killed, Client) {
+async fn browser() -> (Driver, Client) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -72,13 +84,15 @@ async fn browser() -> (Killed, Client) {
         .status()
         .unwrap();
     assert!(deps.success(), "hack/deps ui");
+    use std::os::unix::process::CommandExt;
     let driver = Command::new("chromedriver")
+        .process_group(0)
         .arg(format!("--port={port}"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("chromedriver (hack/deps ui installs Debian's chromium-driver)");
-    let driver = Killed(driver);
+    let driver = Driver(driver);
     let mut caps = serde_json::Map::new();
     caps.insert(
         "goog:chromeOptions".into(),
