@@ -411,22 +411,7 @@ fn the_protect_models_policy_refuses_breaking_edits_of_protected_models_only() {
     env.apply_ok(&base("free", ""));
 
     let dry_run = |yaml: &str| {
-        let mut child = env
-            .tool("kubectl")
-            .args(["apply", "--dry-run=server", "-f", "-"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(yaml.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
+        let out = env.kubectl_stdin(&["apply", "--dry-run=server", "-f", "-"], yaml);
         (
             out.status.success(),
             String::from_utf8_lossy(&out.stderr).to_string(),
@@ -537,17 +522,10 @@ fn the_protect_models_policy_refuses_breaking_edits_of_protected_models_only() {
         &format!("[{cnt}]"),
     ));
 
-    let mut delete = env.tool("kubectl");
-    delete
-        .args(["delete", "--ignore-not-found", "-f", "-"])
-        .stdin(std::process::Stdio::piped());
-    let mut child = delete.spawn().unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(policy.as_bytes())
-        .unwrap();
-    assert!(child.wait().unwrap().success());
+    let out = env.kubectl_stdin(&["delete", "--ignore-not-found", "-f", "-"], &policy);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -220,9 +220,14 @@ impl Env {
 
     /// Applies YAML from memory; returns the output (success or not).
     pub fn apply(&self, yaml: &str) -> Output {
+        self.kubectl_stdin(&["apply", "-f", "-"], yaml)
+    }
+
+    /// Runs kubectl with `yaml` on its standard input; returns the output (success or not).
+    pub fn kubectl_stdin(&self, args: &[&str], yaml: &str) -> Output {
         let mut child = self
             .tool("kubectl")
-            .args(["apply", "-f", "-"])
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
