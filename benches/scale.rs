@@ -26,8 +26,8 @@
 //! one Catalog may declare) on the local PostgreSQL and MariaDB, default concurrency.
 //!
 //! With `SEMOPS_BENCH_PAIRS=P` (hack/bench --pairs P) only phases 1 and 2 run, P times per count
-//! in alternating order (bare client first, then semops first), and the cold-start ratio is
-//! their median.
+//! in alternating order (bare client first, then semops first), each phase on a control plane of
+//! its own started empty, and the cold-start ratio is their median.
 //!
 //! `SEMOPS_BENCH_MODELS=1000,10000` picks the counts (`0`: the rounds only); the table goes to stdout and to
 //! target/bench/scale.md.
@@ -367,14 +367,26 @@ fn is_ready(m: &SemanticModel) -> bool {
 
 /// How many models of `ns` are Ready, kept current by a watch (one list, then events).
 fn ready_watch(client: &Client, ns: &str) -> tokio::sync::watch::Receiver<usize> {
+    use kube::runtime::WatchStreamExt;
     use kube::runtime::watcher::{self, Event};
     let api: Api<SemanticModel> = Api::namespaced(client.clone(), ns);
     let (tx, rx) = tokio::sync::watch::channel(0);
     tokio::spawn(async move {
         let mut ready = std::collections::HashSet::new();
         let mut listing = std::collections::HashSet::new();
-        let mut events = std::pin::pin!(watcher::watcher(api, watcher::Config::default()));
-        while let Some(event) = events.next().await {
+        let mut events =
+            std::pin::pin!(watcher::watcher(api, watcher::Config::default()).default_backoff());
+        // The watch ends with its phase (every receiver dropped), even while its API server is
+        // gone and the watcher only retries: a retry loop left behind would take the cores from
+        // the phases after it.
+        loop {
+            let event = tokio::select! {
+                _ = tx.closed() => return,
+                event = events.next() => match event {
+                    Some(event) => event,
+                    None => return,
+                },
+            };
             match event {
                 Ok(Event::Apply(m)) | Ok(Event::InitApply(m)) if is_ready(&m) => {
                     ready.insert(m.name_any());
@@ -387,7 +399,7 @@ fn ready_watch(client: &Client, ns: &str) -> tokio::sync::watch::Receiver<usize>
                 Ok(Event::Init) => listing.clear(),
                 // A relist: what it did not list as ready is not ready.
                 Ok(Event::InitDone) => ready.retain(|name| listing.contains(name)),
-                Err(_) => continue, // the watcher retries by itself
+                Err(_) => continue, // the watcher retries by itself, with backoff
             }
             if tx.send(ready.len()).is_err() {
                 return;
@@ -564,6 +576,7 @@ struct BarePhase {
     time: Duration,
     busy: f64,
     cpu: String,
+    ns: support::Namespace,
 }
 
 async fn bare_phase(env: &'static support::Env, client: &Client, n: usize) -> BarePhase {
@@ -591,16 +604,11 @@ async fn bare_phase(env: &'static support::Env, client: &Client, n: usize) -> Ba
         secs(bare_started.elapsed()),
         bare_busy * 100.0
     );
-    // The bare client's objects go before semops starts: they would otherwise share the API
-    // server's memory and its namespace controller's deletion would share the cores (at 50,000
-    // models the two namespaces held 300,000 objects and the API server 20 GiB).
-    let bare_name = bare.name.clone();
-    drop(bare);
-    wait_deleted(env, &[bare_name]);
     BarePhase {
         time: t_bare,
         busy: bare_busy,
         cpu: bare_cpu,
+        ns: bare,
     }
 }
 
@@ -671,43 +679,39 @@ async fn semops_phase(env: &'static support::Env, client: &Client, n: usize) -> 
 }
 
 /// The cold-start ratio as the median of `pairs` pairs whose order alternates (bare client
-/// first, then semops first), so neither side always runs on a fresher API server. Each phase's
-/// namespace is deleted (then semops stopped) before the next phase starts.
+/// first, then semops first), so neither side always runs first.
 async fn run_pairs(n: usize, pairs: usize, rows: &mut Vec<Row>) {
-    let env = env();
-    let client = env.client().await;
-    let semops_alone = async || {
-        let SemopsPhase { time, op, ns, .. } = semops_phase(env, &client, n).await;
-        // The models carry semops's finalizer and the operator's Lease lives in their namespace
-        // (a terminating namespace takes its leadership): the models go first, while it leads.
-        let name = ns.name.clone();
-        env.kubectl_ok(&[
-            "delete",
-            "semanticmodels",
-            "--all",
-            "-n",
-            &name,
-            "--wait=true",
-            "--timeout=30m",
-        ]);
-        drop(ns);
-        wait_deleted(env, &[name]);
-        drop(op);
+    // Every phase runs on a control plane of its own, started empty and stopped after it:
+    // deleting 10,000 models with their finalizers would take the API server longer than the
+    // phase itself, and leftovers would make every later phase run on a fuller server.
+    let bare_alone = async |label: String| {
+        let cluster = support::OwnCluster::start(&label);
+        let client = cluster.env.client().await;
+        let BarePhase { time, ns, .. } = bare_phase(cluster.env, &client, n).await;
+        drop((ns, cluster));
+        time
+    };
+    let semops_alone = async |label: String| {
+        let cluster = support::OwnCluster::start(&label);
+        let client = cluster.env.client().await;
+        let SemopsPhase { time, op, ns, .. } = semops_phase(cluster.env, &client, n).await;
+        drop((op, ns, cluster));
         time
     };
     let mut runs = vec![];
     for pair in 0..pairs {
         let bare_first = pair % 2 == 0;
+        let (bare_label, semops_label) = (format!("pair{pair}-bare"), format!("pair{pair}-semops"));
         let (bare, semops) = if bare_first {
-            let bare = bare_phase(env, &client, n).await.time;
-            (bare, semops_alone().await)
+            let bare = bare_alone(bare_label).await;
+            (bare, semops_alone(semops_label).await)
         } else {
-            let semops = semops_alone().await;
-            (bare_phase(env, &client, n).await.time, semops)
+            let semops = semops_alone(semops_label).await;
+            (bare_alone(bare_label).await, semops)
         };
         let ratio = semops.as_secs_f64() / bare.as_secs_f64();
         eprintln!(
-            "[bench] {n} models, pair {} ({}): bare client {}, semops {} ({ratio:.2}x)",
+            "[bench] {n} models, pair {} ({}): bare client {}, semops {} ({ratio:.3}x)",
             pair + 1,
             if bare_first {
                 "bare client first"
@@ -727,10 +731,10 @@ async fn run_pairs(n: usize, pairs: usize, rows: &mut Vec<Row>) {
             "{n} models: semops cold start to all Ready ÷ the bare client, median of {pairs} alternating pairs (bare client s / semops s = ratio, in run order)"
         ),
         format!(
-            "**{median:.2}x**; {}",
+            "**{median:.3}x**; {}",
             runs.iter()
                 .map(|(b, s, r)| format!(
-                    "{:.1} / {:.1} = {r:.2}x",
+                    "{:.1} / {:.1} = {r:.3}x",
                     b.as_secs_f64(),
                     s.as_secs_f64()
                 ))
@@ -750,7 +754,14 @@ async fn run_scale(n: usize, rows: &mut Vec<Row>) {
         time: t_bare,
         busy: bare_busy,
         cpu: bare_cpu,
+        ns: bare,
     } = bare_phase(env, &client, n).await;
+    // The bare client's objects go before semops starts: they would otherwise share the API
+    // server's memory and its namespace controller's deletion would share the cores (at 50,000
+    // models the two namespaces held 300,000 objects and the API server 20 GiB).
+    let bare_name = bare.name.clone();
+    drop(bare);
+    wait_deleted(env, &[bare_name]);
 
     // 2. semops from a cold start over the same number of models.
     let SemopsPhase {

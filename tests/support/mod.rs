@@ -75,6 +75,18 @@ enum Kind {
 }
 
 fn start(kind: Kind) -> Env {
+    start_in(
+        kind,
+        match kind {
+            Kind::Crds => "cluster",
+            Kind::NoCrds => "cluster-nocrds",
+            Kind::Node => "cluster-node",
+        },
+    )
+}
+
+/// Starts a cluster of `kind` in `cluster` (a directory of this binary's work directory).
+fn start_in(kind: Kind, cluster: &str) -> Env {
     let install_crds = kind == Kind::Crds;
     let bin_dir = PathBuf::from(run_script(
         Command::new(format!("{ROOT}/hack/testenv")).current_dir(ROOT),
@@ -90,11 +102,7 @@ fn start(kind: Kind) -> Env {
         Ok(kc) => (PathBuf::from(kc), None),
         Err(_) => {
             // One directory per cluster of this binary (with and without CRDs may both run).
-            let dir = work_dir.join(match kind {
-                Kind::Crds => "cluster",
-                Kind::NoCrds => "cluster-nocrds",
-                Kind::Node => "cluster-node",
-            });
+            let dir = work_dir.join(cluster);
             let mut cmd = Command::new(format!("{ROOT}/hack/cluster"));
             cmd.args([
                 "up",
@@ -178,6 +186,34 @@ pub fn env() -> &'static Env {
 /// An environment without CRDs (for installing them through helm).
 pub fn env_without_crds() -> &'static Env {
     ENV_NO_CRDS.get_or_init(|| start(Kind::NoCrds))
+}
+
+/// A control plane of its own with the CRDs, stopped and its directory removed when dropped:
+/// for a measurement that must start from an empty API server, without the objects (or the
+/// deletion work) of the phase before it.
+pub struct OwnCluster {
+    pub env: &'static Env,
+    dir: PathBuf,
+}
+
+impl OwnCluster {
+    pub fn start(label: &str) -> Self {
+        assert!(
+            std::env::var_os("SEMOPS_TEST_KUBECONFIG").is_none(),
+            "a cluster of its own cannot be started on a given kubeconfig"
+        );
+        let env: &'static Env = Box::leak(Box::new(start_in(Kind::Crds, label)));
+        let dir = env.kubeconfig.parent().unwrap().to_path_buf();
+        Self { env, dir }
+    }
+}
+
+impl Drop for OwnCluster {
+    fn drop(&mut self) {
+        let _ = Command::new(format!("{ROOT}/hack/cluster"))
+            .args(["down", self.dir.to_str().unwrap()])
+            .status();
+    }
 }
 
 static ENV_NODE: OnceLock<Env> = OnceLock::new();
