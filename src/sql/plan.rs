@@ -98,17 +98,6 @@ pub(super) struct Plan {
     pub uses: Vec<MetricUse>,
 }
 
-impl Plan {
-    /// Whether an output column is the alias of a group's metric that no requested metric
-    /// shows (a derived metric's input).
-    pub fn is_shown(&self, alias: &str) -> bool {
-        self.outputs.iter().any(|o| match o {
-            Output::Base(a) => a == alias,
-            Output::Derived { .. } => false,
-        })
-    }
-}
-
 /// A simple metric: one dataset's rows aggregated.
 struct Simple {
     dataset: usize,

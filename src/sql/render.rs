@@ -376,15 +376,12 @@ fn derived(t: Target, e: &Expr, divides: bool) -> String {
 pub(super) fn render(model: Model<'_>, plan: &Plan, target: Target) -> Compiled {
     let t = target;
     let mut b = Binder::new(t, &plan.conditions);
+    // A group computes only requested metrics and the inputs of derived ones, so the outer
+    // query (computing derived metrics, hiding their inputs) is needed exactly for a derived one.
     let needs_outer = plan
         .outputs
         .iter()
-        .any(|o| matches!(o, Output::Derived { .. }))
-        || plan
-            .groups
-            .iter()
-            .flat_map(|g| &g.metrics)
-            .any(|(a, _)| !plan.is_shown(a));
+        .any(|o| matches!(o, Output::Derived { .. }));
     let mut columns: Vec<String> = plan.dims.iter().map(|d| d.alias.clone()).collect();
     columns.extend(plan.outputs.iter().map(|o| match o {
         Output::Base(a) | Output::Derived { alias: a, .. } => a.clone(),

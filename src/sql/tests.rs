@@ -190,6 +190,26 @@ fn a_derived_metric_divides_in_double_precision_and_names_what_it_uses() {
 }
 
 #[test]
+fn a_derived_metric_that_does_not_divide_keeps_its_types() {
+    let mut def = shop();
+    def.metrics
+        .as_mut()
+        .unwrap()
+        .push(serde_json::from_value(metric("gross_and_net", "revenue + net_sales")).unwrap());
+    let c = ask(
+        &def,
+        json!({"metrics": ["gross_and_net"]}),
+        Target::Postgres,
+    )
+    .unwrap();
+    assert!(
+        c.sql.contains("\"q\".\"revenue\" + \"q\".\"net_sales\"") && !c.sql.contains("CAST("),
+        "{}",
+        c.sql
+    );
+}
+
+#[test]
 fn grains_use_each_dialects_date_functions() {
     for (grain, pg, my) in [
         ("day", "DATE_TRUNC('day'", "DATE(`orders`.`ordered_at`)"),
@@ -406,6 +426,10 @@ fn model_expressions_the_compiler_cannot_use_are_named() {
             "datasets orders and customers",
         ),
         ("SUM(SUM(orders.amount))", "nests one aggregate"),
+        (
+            "SUM(shop.orders.amount)",
+            "names `shop.orders.amount`; write dataset.field",
+        ),
         ("SUM(orders.amount) OVER ()", "window"),
         ("(SELECT 1)", "subquery"),
         ("revenue / nothing", "neither an aggregate"),
@@ -510,6 +534,35 @@ fn the_catalogs_read_are_those_of_the_datasets_the_sql_reads() {
             vec!["moved", "shop"],
         ),
         (json!({"metrics": ["buyers"]}), vec!["shop"]),
+    ] {
+        let q: Question = serde_json::from_value(q).unwrap();
+        assert_eq!(
+            compile(model, &q, Target::Ansi).unwrap().catalogs,
+            want,
+            "{q:?}"
+        );
+    }
+
+    // Nothing resolved yet: each dataset's own definition names its catalog.
+    let mut def = shop();
+    def.datasets
+        .iter_mut()
+        .find(|d| d.name == "customers")
+        .unwrap()
+        .source = "crm.sales.customers".into();
+    let ids = self::ids(&def);
+    let model = Model {
+        definition: &def,
+        revision: 1,
+        metric_ids: &ids,
+        sources: &[],
+    };
+    for (q, want) in [
+        (json!({"metrics": ["revenue"]}), vec!["shop"]),
+        (
+            json!({"metrics": ["revenue"], "dimensions": ["customers.region"]}),
+            vec!["crm", "shop"],
+        ),
     ] {
         let q: Question = serde_json::from_value(q).unwrap();
         assert_eq!(
@@ -793,5 +846,58 @@ mod url_form {
         }
         let many = vec!["metric=a"; 400].join("&");
         assert_eq!(Question::from_query(&many).unwrap_err().parameter, "query");
+    }
+}
+
+#[test]
+fn unquoted_names_resolve_without_case_and_quoted_ones_exactly() {
+    // lines.net is `quantity * unit_price`: a name that resolves to the field reads both.
+    let field = "SUM((\"lines\".\"quantity\" * \"lines\".\"unit_price\"))";
+    for (expr, want) in [
+        ("SUM(LINES.NET)", Ok(field)),
+        ("SUM(\"lines\".\"net\")", Ok(field)),
+        // A quoted name that matches no field exactly is the source's own column.
+        ("SUM(lines.\"NET\")", Ok("SUM(\"lines\".\"NET\")")),
+        ("SUM(\"LINES\".net)", Err("names no dataset")),
+    ] {
+        let mut def = shop();
+        def.metrics
+            .as_mut()
+            .unwrap()
+            .push(serde_json::from_value(metric("probe", expr)).unwrap());
+        let got = ask(&def, json!({"metrics": ["probe"]}), Target::Postgres);
+        match (want, got) {
+            (Ok(sql), Ok(c)) => assert!(c.sql.contains(sql), "{expr}: {}", c.sql),
+            (Err(says), Err(e)) => assert!(e.message.contains(says), "{expr}: {e}"),
+            (want, got) => panic!("{expr}: wanted {want:?}, got {:?}", got.map(|c| c.sql)),
+        }
+    }
+}
+
+#[test]
+fn a_field_may_qualify_its_own_dataset_and_no_other() {
+    for (expr, want) in [
+        ("orders.amount * 2", Ok("SUM((\"orders\".\"amount\" * 2))")),
+        (
+            "customers.id",
+            Err("a field reads only columns of its own dataset"),
+        ),
+        ("SUM(amount)", Err("a field is a row-level value")),
+    ] {
+        let mut def = shop();
+        let orders = &mut def.datasets[1];
+        let mut fields = orders.fields.take().unwrap().into_vec();
+        fields.push(serde_json::from_value(field("double", expr, Some("Decimal"))).unwrap());
+        orders.fields = Some(fields.into());
+        def.metrics
+            .as_mut()
+            .unwrap()
+            .push(serde_json::from_value(metric("probe", "SUM(orders.double)")).unwrap());
+        let got = ask(&def, json!({"metrics": ["probe"]}), Target::Postgres);
+        match (want, got) {
+            (Ok(sql), Ok(c)) => assert!(c.sql.contains(sql), "{expr}: {}", c.sql),
+            (Err(says), Err(e)) => assert!(e.message.contains(says), "{expr}: {e}"),
+            (want, got) => panic!("{expr}: wanted {want:?}, got {:?}", got.map(|c| c.sql)),
+        }
     }
 }
