@@ -222,3 +222,200 @@ fn only_whitespace_outside_quotes_is_insignificant() {
         assert_eq!(squeeze(a) == squeeze(b), same, "{a:?} vs {b:?}");
     }
 }
+
+#[test]
+fn descriptions_comments_and_deprecations_are_each_reported_alone() {
+    use Verdict::*;
+    let mut metrics = json!([
+        metric("a", &[("ANSI_SQL", "COUNT(*)")]),
+        metric("b", &[("ANSI_SQL", "COUNT(*)")])
+    ]);
+    metrics[1]["deprecated"] = json!({"replacement": "a", "reason": "counts twice"});
+    let base = spec(metrics.clone(), json!([]));
+
+    // A deprecation already in the base is listed, not reported as a change.
+    let d = file_diff(&base, &base);
+    assert_eq!(rows(&d), vec![]);
+    assert_eq!(d.metrics.deprecated.len(), 1);
+    assert!(!d.metrics.deprecated[0].new);
+
+    // One of two descriptions, one of comment and properties, a deprecation's reason dropped.
+    metrics[0]["description"] = json!("orders counted");
+    metrics[1]["deprecated"] = json!({"replacement": "a"});
+    let mut next = spec(metrics, json!([]));
+    next.comment = Some("the shop's orders".into());
+    let d = file_diff(&base, &next);
+    let mut got = rows(&d);
+    got.sort_by_key(|r| r.1);
+    assert_eq!(
+        got,
+        vec![
+            (Risky, "metric deprecated", "b"),
+            (Safe, "metric described", "metric a"),
+            (Safe, "model described", "m"),
+        ]
+    );
+    assert!(!d.metrics.deprecated[0].new);
+}
+
+#[test]
+fn a_deprecation_reads_as_what_to_use_and_why() {
+    for (deprecated, text) in [
+        (
+            json!({"replacement": "net", "reason": "gross of refunds"}),
+            "use \"net\" instead: gross of refunds",
+        ),
+        (json!({"replacement": "net"}), "use \"net\" instead"),
+        (json!({"reason": "gross of refunds"}), "gross of refunds"),
+        (json!({}), "deprecated"),
+    ] {
+        let d: Deprecation = serde_json::from_value(deprecated).unwrap();
+        assert_eq!(deprecation_text(&d), text);
+    }
+}
+
+/// A model over orders and customers, written out in full.
+fn shop(datasets: serde_json::Value, relationships: serde_json::Value) -> SemanticModelSpec {
+    serde_json::from_value(json!({
+        "catalog": "home", "schema": "semantic",
+        "definition": {
+            "datasets": datasets,
+            "relationships": relationships,
+            "metrics": [
+                metric("revenue", &[("ANSI_SQL", "SUM(orders.amount)")]),
+                metric("buyers", &[("ANSI_SQL", "COUNT(DISTINCT customers.email)")]),
+            ],
+        }
+    }))
+    .unwrap()
+}
+
+fn dataset(name: &str, fields: serde_json::Value) -> serde_json::Value {
+    json!({"name": name, "source": format!("wh.app.{name}"), "primaryKey": ["id"], "fields": fields})
+}
+
+fn relationship(name: &str, from: &str, to: &str, columns: &str) -> serde_json::Value {
+    json!({"name": name, "from": from, "to": to, "fromColumns": [columns], "toColumns": ["id"]})
+}
+
+#[test]
+fn relationships_added_changed_removed_and_kept() {
+    use Verdict::*;
+    let datasets = json!([
+        dataset("orders", json!([])),
+        dataset("customers", json!([]))
+    ]);
+    let base = shop(
+        datasets.clone(),
+        json!([
+            relationship("buyer", "orders", "customers", "customer_id"),
+            relationship("payer", "orders", "customers", "payer_id"),
+            relationship("kept", "orders", "customers", "kept_id"),
+        ]),
+    );
+    let next = shop(
+        datasets,
+        json!([
+            relationship("kept", "orders", "customers", "kept_id"),
+            relationship("buyer", "orders", "customers", "buyer_id"),
+            relationship("seller", "orders", "customers", "seller_id"),
+        ]),
+    );
+    let d = file_diff(&base, &next);
+    assert_eq!(
+        rows(&d),
+        vec![
+            (Risky, "relationship changed", "relationship buyer"),
+            (Safe, "relationship added", "relationship seller"),
+            (Risky, "relationship removed", "relationship payer"),
+        ]
+    );
+    assert_eq!(
+        d.changes[0].detail,
+        "orders(customer_id) → customers(id) is now orders(buyer_id) → customers(id)"
+    );
+}
+
+#[test]
+fn a_removed_dataset_breaks_exactly_the_metrics_that_name_it() {
+    use Verdict::*;
+    // customers.email is no declared field: the metric still names the dataset.
+    let base = shop(
+        json!([
+            dataset("orders", json!([field("amount", "gross")])),
+            dataset("customers", json!([field("id", "id")])),
+            dataset("visits", json!([field("amount", "amount")])),
+        ]),
+        json!([]),
+    );
+    let next = shop(
+        json!([dataset("orders", json!([field("amount", "gross")]))]),
+        json!([]),
+    );
+    let d = file_diff(&base, &next);
+    assert_eq!(
+        rows(&d),
+        vec![
+            (Breaking, "dataset removed", "dataset customers"),
+            (Risky, "dataset removed", "dataset visits"),
+        ]
+    );
+    assert_eq!(
+        d.changes[0].detail,
+        "was bound to wh.app.customers; used by metric(s) buyers"
+    );
+    // visits.amount shares its name with orders.amount, which revenue qualifies by orders.
+    assert_eq!(d.changes[1].detail, "was bound to wh.app.visits");
+}
+
+#[test]
+fn fields_are_matched_by_name_and_each_key_or_type_change_is_reported() {
+    use Verdict::*;
+    let typed = |name: &str, sql: &str, t: &str| {
+        let mut f = field(name, sql);
+        f["datatype"] = json!(t);
+        f
+    };
+    let base = spec(
+        json!([]),
+        json!([
+            typed("id", "id", "Integer"),
+            typed("amount", "gross", "Decimal")
+        ]),
+    );
+    let mut next = spec(
+        json!([]),
+        json!([
+            typed("id", "id", "String"),
+            typed("amount", "gross - discount", "Decimal")
+        ]),
+    );
+    next.definition.datasets[0].primary_key = Some(["amount".into()].into());
+    let d = file_diff(&base, &next);
+    assert_eq!(
+        rows(&d),
+        vec![
+            (Risky, "keys changed", "dataset orders"),
+            (Risky, "field changed", "field orders.id"),
+            (Risky, "expression changed", "field orders.amount"),
+        ]
+    );
+}
+
+#[test]
+fn a_removed_field_named_by_another_dataset_is_not_used() {
+    use Verdict::*;
+    let base = spec(
+        json!([metric("visits", &[("ANSI_SQL", "SUM(visits.amount)")])]),
+        json!([field("amount", "gross")]),
+    );
+    let next = spec(
+        json!([metric("visits", &[("ANSI_SQL", "SUM(visits.amount)")])]),
+        json!([]),
+    );
+    let d = file_diff(&base, &next);
+    assert_eq!(
+        rows(&d),
+        vec![(Risky, "field removed", "field orders.amount")]
+    );
+}
