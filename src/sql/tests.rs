@@ -858,6 +858,11 @@ fn unquoted_names_resolve_without_case_and_quoted_ones_exactly() {
         ("SUM(\"lines\".\"net\")", Ok(field)),
         // A quoted name that matches no field exactly is the source's own column.
         ("SUM(lines.\"NET\")", Ok("SUM(\"lines\".\"NET\")")),
+        // Also when the dataset has one field only (no second candidate to make it ambiguous).
+        (
+            "COUNT(products.\"CATEGORY\")",
+            Ok("COUNT(\"products\".\"CATEGORY\")"),
+        ),
         ("SUM(\"LINES\".net)", Err("names no dataset")),
     ] {
         let mut def = shop();
