@@ -865,17 +865,7 @@ fn unquoted_names_resolve_without_case_and_quoted_ones_exactly() {
         ),
         ("SUM(\"LINES\".net)", Err("names no dataset")),
     ] {
-        let mut def = shop();
-        def.metrics
-            .as_mut()
-            .unwrap()
-            .push(serde_json::from_value(metric("probe", expr)).unwrap());
-        let got = ask(&def, json!({"metrics": ["probe"]}), Target::Postgres);
-        match (want, got) {
-            (Ok(sql), Ok(c)) => assert!(c.sql.contains(sql), "{expr}: {}", c.sql),
-            (Err(says), Err(e)) => assert!(e.message.contains(says), "{expr}: {e}"),
-            (want, got) => panic!("{expr}: wanted {want:?}, got {:?}", got.map(|c| c.sql)),
-        }
+        compiles_to(shop(), expr, expr, want);
     }
 }
 
@@ -894,15 +884,21 @@ fn a_field_may_qualify_its_own_dataset_and_no_other() {
         let mut fields = orders.fields.take().unwrap().into_vec();
         fields.push(serde_json::from_value(field("double", expr, Some("Decimal"))).unwrap());
         orders.fields = Some(fields.into());
-        def.metrics
-            .as_mut()
-            .unwrap()
-            .push(serde_json::from_value(metric("probe", "SUM(orders.double)")).unwrap());
-        let got = ask(&def, json!({"metrics": ["probe"]}), Target::Postgres);
-        match (want, got) {
-            (Ok(sql), Ok(c)) => assert!(c.sql.contains(sql), "{expr}: {}", c.sql),
-            (Err(says), Err(e)) => assert!(e.message.contains(says), "{expr}: {e}"),
-            (want, got) => panic!("{expr}: wanted {want:?}, got {:?}", got.map(|c| c.sql)),
-        }
+        compiles_to(def, "SUM(orders.double)", expr, want);
+    }
+}
+
+/// Compiles metric `probe` (`expr`) added to `def`: the SQL contains `want`'s text, or the
+/// refusal says it; `case` names the table row in a failure.
+fn compiles_to(mut def: Definition, expr: &str, case: &str, want: Result<&str, &str>) {
+    def.metrics
+        .as_mut()
+        .unwrap()
+        .push(serde_json::from_value(metric("probe", expr)).unwrap());
+    let got = ask(&def, json!({"metrics": ["probe"]}), Target::Postgres);
+    match (want, got) {
+        (Ok(sql), Ok(c)) => assert!(c.sql.contains(sql), "{case}: {}", c.sql),
+        (Err(says), Err(e)) => assert!(e.message.contains(says), "{case}: {e}"),
+        (want, got) => panic!("{case}: wanted {want:?}, got {:?}", got.map(|c| c.sql)),
     }
 }
