@@ -63,13 +63,13 @@ fn deleting_a_namespace_removes_it_and_its_contents() {
 fn daemon_ports_are_free_and_outside_the_ephemeral_range() {
     let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap();
     let low: u16 = range.split_whitespace().next().unwrap().parse().unwrap();
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/hack/free-port");
     let mut seen = std::collections::BTreeSet::new();
     for _ in 0..20 {
-        let out = std::process::Command::new(script).output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let port: u16 = String::from_utf8(out.stdout).unwrap().trim().parse().unwrap();
-        assert!((10000..low).contains(&port), "port {port} is not in 10000..{low}");
+        let port = support::daemon_port();
+        assert!(
+            (10000..low).contains(&port),
+            "port {port} is not in 10000..{low}"
+        );
         std::net::TcpListener::bind(("127.0.0.1", port))
             .unwrap_or_else(|e| panic!("port {port} was handed out but cannot be bound: {e}"));
         seen.insert(port);

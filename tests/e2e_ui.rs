@@ -73,11 +73,7 @@ fn console(api_port: u16, token: &str, ns: &str) -> (Killed, String) {
 
 /// chromedriver on a free port and a headless Chromium session through it.
 async fn browser() -> (Driver, Client) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = support::daemon_port();
     // Like every script that needs a Debian package, the test installs it when missing.
     let deps = Command::new(format!("{ROOT}/hack/deps"))
         .arg("ui")

@@ -546,6 +546,17 @@ pub fn ca_secret(ns: &str, name: &str, pem: &str) -> String {
     .to_string()
 }
 
+/// A free loopback port for a daemon the test starts that cannot report its own (`hack/free-port`:
+/// below the ephemeral range, where no outgoing connection of a parallel test takes it first).
+pub fn daemon_port() -> u16 {
+    run_script(
+        &mut Command::new(format!("{ROOT}/hack/free-port")),
+        "hack/free-port",
+    )
+    .parse()
+    .unwrap()
+}
+
 /// A loopback port that refuses connections: bound by the returned socket (so no other process
 /// can take it while the guard lives) and never listened on.
 pub fn refused_port() -> (u16, tokio::net::TcpSocket) {
