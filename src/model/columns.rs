@@ -143,8 +143,10 @@ fn tokenize(expr: &str, strings: &[char], idents: &[char]) -> Vec<Token> {
                 }
                 return (text, j + 1);
             }
-            if chars[j] == '\\' && d != '"' && d != '`' && j + 1 < chars.len() {
-                // Backslash escapes inside strings (MySQL, Databricks, BigQuery).
+            if chars[j] == '\\' && strings.contains(&d) {
+                // Backslash escapes inside strings (MySQL, Databricks, BigQuery), in each of the
+                // dialect's string delimiters; quoted identifiers keep a backslash as it is. A
+                // backslash at the very end skips past it, which ends the scan the same way.
                 j += 2;
                 continue;
             }
@@ -616,6 +618,42 @@ mod tests {
                 DATABRICKS,
                 "a = 'x\\'b' OR c",
                 &["a", "c"],
+            ),
+            (
+                "backslash escape in a double-quoted BigQuery string",
+                BIGQUERY,
+                "a = \"x\\\"b\" OR c",
+                &["a", "c"],
+            ),
+            (
+                "a backslash in a quoted identifier is part of its name",
+                ANSI_SQL,
+                "\"a\\\" + c",
+                &["a\\", "c"],
+            ),
+            (
+                "a backslash ends an unterminated string",
+                DATABRICKS,
+                "c + 'x\\",
+                &["c"],
+            ),
+            (
+                "an unterminated string ends the expression",
+                ANSI_SQL,
+                "c + 'x + d",
+                &["c"],
+            ),
+            (
+                "an unterminated quoted identifier is a name",
+                ANSI_SQL,
+                "c + \"Order",
+                &["c", "Order"],
+            ),
+            (
+                "an unterminated comment ends the expression",
+                ANSI_SQL,
+                "c /* d",
+                &["c"],
             ),
             ("MDX is not scanned", MDX, "[Measures].[Amount]", &[]),
             (
