@@ -586,6 +586,13 @@ mod tests {
                 &["a", "b", "c"],
             ),
             ("comments", ANSI_SQL, "a -- b\n + /* c */ d", &["a", "d"]),
+            ("a line comment at the very end", ANSI_SQL, "a -- b", &["a"]),
+            (
+                "a block comment with words and a star inside",
+                ANSI_SQL,
+                "a + /* not b * c */ d",
+                &["a", "d"],
+            ),
             ("numbers", ANSI_SQL, "a * 1.5e3 + 2", &["a"]),
             ("count star", ANSI_SQL, "COUNT(*)", &[]),
             (
