@@ -568,6 +568,12 @@ mod tests {
                 &["price", "qty"],
             ),
             (
+                "postgres cast to a quoted type",
+                ANSI_SQL,
+                "a::\"Money\" + b",
+                &["a", "b"],
+            ),
+            (
                 "typed literal",
                 ANSI_SQL,
                 "created_at > DATE '2024-01-01'",
@@ -682,7 +688,8 @@ mod tests {
                 {"name": "orders", "source": "wh.app.orders", "primaryKey": ["id"],
                  "fields": [
                     {"name": "amount", "expression": {"dialects": [{"dialect": "ANSI_SQL", "expression": "gross - discount"}]}},
-                    {"name": "status", "expression": {"dialects": [{"dialect": "ANSI_SQL", "expression": "\"Status\""}]}}
+                    {"name": "status", "expression": {"dialects": [{"dialect": "ANSI_SQL", "expression": "\"Status\""}]}},
+                    {"name": "elsewhere", "expression": {"dialects": [{"dialect": "ANSI_SQL", "expression": "customers.note"}]}}
                  ]},
                 {"name": "customers", "source": "wh.app.customers", "primaryKey": ["id"], "uniqueKeys": [["email"]]}
             ],
@@ -795,6 +802,7 @@ mod tests {
                     ..Usage::default()
                 },
             ),
+            // Field `elsewhere` names `customers.note`: another dataset's column of that name.
             ("orders", "note", Usage::default()),
         ];
         let s = sources();
@@ -815,7 +823,7 @@ mod tests {
             Usage {
                 keys: cols(&["primaryKey"]),
                 relationships: cols(&["placed_by"]),
-                fields: cols(&["amount", "status"]),
+                fields: cols(&["amount", "status", "elsewhere"]),
                 metrics: cols(&["revenue", "taxed"]),
             }
         );
