@@ -700,7 +700,10 @@ mod tests {
                 {"name": "revenue", "expression": {"dialects": [{"dialect": "ANSI_SQL", "expression": "SUM(orders.amount)"}]}},
                 {"name": "buyers", "expression": {"dialects": [{"dialect": "ANSI_SQL", "expression": "COUNT(DISTINCT customers.email)"}]}},
                 {"name": "taxed", "expression": {"dialects": [{"dialect": "SNOWFLAKE", "expression": "SUM(TAX)"}]}},
-                {"name": "mdx", "expression": {"dialects": [{"dialect": "MDX", "expression": "[orders].[gross]"}]}}
+                {"name": "mdx", "expression": {"dialects": [{"dialect": "MDX", "expression": "[orders].[gross]"}]}},
+                {"name": "revenue_quoted", "expression": {"dialects": [{"dialect": "ANSI_SQL", "expression": "SUM(orders.\"amount\")"}]}},
+                {"name": "not_a_field", "expression": {"dialects": [{"dialect": "ANSI_SQL", "expression": "SUM(orders.\"AMOUNT\")"}]}},
+                {"name": "customer_rows", "expression": {"dialects": [{"dialect": "ANSI_SQL", "expression": "COUNT(customers.id)"}]}}
             ]
         }))
         .unwrap()
@@ -754,9 +757,10 @@ mod tests {
             (
                 "orders",
                 "gross",
+                // Through field `amount`: bare, quoted exactly, never quoted in another case.
                 Usage {
                     fields: cols(&["amount"]),
-                    metrics: cols(&["revenue"]),
+                    metrics: cols(&["revenue", "revenue_quoted"]),
                     ..Usage::default()
                 },
             ),
@@ -774,6 +778,16 @@ mod tests {
                 Usage {
                     keys: cols(&["primaryKey"]),
                     relationships: cols(&["placed_by"]),
+                    metrics: cols(&["customer_rows"]),
+                    ..Usage::default()
+                },
+            ),
+            // `customers.id` is another dataset's column of the same name.
+            (
+                "orders",
+                "id",
+                Usage {
+                    keys: cols(&["primaryKey"]),
                     ..Usage::default()
                 },
             ),
@@ -824,7 +838,7 @@ mod tests {
                 keys: cols(&["primaryKey"]),
                 relationships: cols(&["placed_by"]),
                 fields: cols(&["amount", "status", "elsewhere"]),
-                metrics: cols(&["revenue", "taxed"]),
+                metrics: cols(&["revenue", "taxed", "revenue_quoted", "not_a_field"]),
             }
         );
         assert_eq!(
@@ -833,7 +847,7 @@ mod tests {
                 keys: cols(&["primaryKey", "uniqueKeys[0]"]),
                 relationships: cols(&["placed_by"]),
                 fields: vec![],
-                metrics: cols(&["buyers"]),
+                metrics: cols(&["buyers", "customer_rows"]),
             }
         );
         assert!(dataset_usage(&def(), "nope", &[]).is_empty());
