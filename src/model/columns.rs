@@ -568,6 +568,18 @@ mod tests {
                 &["price", "qty"],
             ),
             (
+                "postgres cast after a parenthesis",
+                ANSI_SQL,
+                "(a + b)::int",
+                &["a", "b"],
+            ),
+            (
+                "a single colon is no cast: a Snowflake path key may be a column, and is kept",
+                SNOWFLAKE,
+                "payload:amount",
+                &["payload", "amount"],
+            ),
+            (
                 "postgres cast to a quoted type",
                 ANSI_SQL,
                 "a::\"Money\" + b",
@@ -593,6 +605,7 @@ mod tests {
             ),
             ("comments", ANSI_SQL, "a -- b\n + /* c */ d", &["a", "d"]),
             ("a line comment at the very end", ANSI_SQL, "a -- b", &["a"]),
+            ("a leading minus", ANSI_SQL, "-a - -b", &["a", "b"]),
             (
                 "a block comment with words and a star inside",
                 ANSI_SQL,
