@@ -157,4 +157,6 @@ fn catalogs_read(model: Model<'_>, paths: &[MetricPath]) -> Vec<String> {
 }
 
 #[cfg(test)]
+mod plan_tests;
+#[cfg(test)]
 mod tests;

@@ -423,3 +423,7 @@ fn is_timestamp(s: &str, with_offset: bool) -> bool {
     };
     offset_ok && is_time(time)
 }
+
+#[cfg(test)]
+#[path = "question_tests.rs"]
+mod tests;

@@ -3,7 +3,7 @@ use crate::crd::packed::MetricId;
 use crate::crd::semantic_model::Definition;
 use serde_json::json;
 
-fn field(name: &str, expr: &str, datatype: Option<&str>) -> serde_json::Value {
+pub(super) fn field(name: &str, expr: &str, datatype: Option<&str>) -> serde_json::Value {
     let mut f = json!({"name": name, "expression": {"dialects": [{"dialect": "ANSI_SQL", "expression": expr}]}});
     if let Some(t) = datatype {
         f["datatype"] = json!(t);
@@ -11,12 +11,12 @@ fn field(name: &str, expr: &str, datatype: Option<&str>) -> serde_json::Value {
     f
 }
 
-fn metric(name: &str, expr: &str) -> serde_json::Value {
+pub(super) fn metric(name: &str, expr: &str) -> serde_json::Value {
     json!({"name": name, "expression": {"dialects": [{"dialect": "ANSI_SQL", "expression": expr}]}})
 }
 
 /// A small shop: order lines → orders → customers, order lines → products.
-fn shop() -> Definition {
+pub(super) fn shop() -> Definition {
     serde_json::from_value(json!({
         "datasets": [
             {"name": "customers", "source": "shop.sales.customers", "primaryKey": ["id"], "fields": [
@@ -76,7 +76,11 @@ fn ids(def: &Definition) -> Vec<MetricIdentity> {
         .collect()
 }
 
-fn ask(def: &Definition, q: serde_json::Value, target: Target) -> Result<Compiled, QueryError> {
+pub(super) fn ask(
+    def: &Definition,
+    q: serde_json::Value,
+    target: Target,
+) -> Result<Compiled, QueryError> {
     let q: Question = serde_json::from_value(q).unwrap();
     let ids = ids(def);
     compile(
@@ -900,5 +904,76 @@ fn compiles_to(mut def: Definition, expr: &str, case: &str, want: Result<&str, &
         (Ok(sql), Ok(c)) => assert!(c.sql.contains(sql), "{case}: {}", c.sql),
         (Err(says), Err(e)) => assert!(e.message.contains(says), "{case}: {e}"),
         (want, got) => panic!("{case}: wanted {want:?}, got {:?}", got.map(|c| c.sql)),
+    }
+}
+
+/// One filter on a field of each type, in each dialect: the cast around the placeholder and
+/// the value bound to it.
+#[test]
+fn every_type_binds_with_each_dialects_cast_and_value() {
+    let types = [
+        ("String", json!("north")),
+        ("Integer", json!(3)),
+        ("Decimal", json!(1.5)),
+        ("Float", json!(2.5)),
+        ("Boolean", json!(true)),
+        ("Boolean", json!(false)),
+        ("Date", json!("2026-01-02")),
+        ("Time", json!("12:30:00")),
+        ("DateTime", json!("2026-01-02 03:04:05")),
+        ("DateTimeTz", json!("2026-01-02T03:04:05+00:00")),
+        ("Opaque", json!("blob")),
+    ];
+    let fields: Vec<_> = types
+        .iter()
+        .map(|(t, _)| field(&t.to_lowercase(), &t.to_lowercase(), Some(t)))
+        .collect();
+    let def: Definition = serde_json::from_value(json!({
+        "datasets": [{"name": "e", "source": "db.s.e", "fields": fields}],
+        "metrics": [metric("n", "COUNT(e.integer)")]
+    }))
+    .unwrap();
+    #[rustfmt::skip]
+    let want = [
+        // (type, value, PostgreSQL placeholder, ANSI placeholder, MySQL bound value, bound type)
+        ("String", "north", "$1", "?", "north", "string"),
+        ("Integer", "3", "CAST($1 AS BIGINT)", "CAST(? AS BIGINT)", "3", "integer"),
+        ("Decimal", "1.5", "CAST($1 AS NUMERIC)", "CAST(? AS NUMERIC)", "1.5", "decimal"),
+        ("Float", "2.5", "CAST($1 AS DOUBLE PRECISION)", "CAST(? AS DOUBLE PRECISION)", "2.5", "float"),
+        ("Boolean", "true", "CAST($1 AS BOOLEAN)", "CAST(? AS BOOLEAN)", "1", "boolean"),
+        ("Boolean", "false", "CAST($1 AS BOOLEAN)", "CAST(? AS BOOLEAN)", "0", "boolean"),
+        ("Date", "2026-01-02", "CAST($1 AS DATE)", "CAST(? AS DATE)", "2026-01-02", "date"),
+        ("Time", "12:30:00", "CAST($1 AS TIME)", "CAST(? AS TIME)", "12:30:00", "time"),
+        ("DateTime", "2026-01-02 03:04:05", "CAST($1 AS TIMESTAMP)", "CAST(? AS TIMESTAMP)", "2026-01-02 03:04:05", "datetime"),
+        ("DateTimeTz", "2026-01-02T03:04:05+00:00", "CAST($1 AS TIMESTAMPTZ)", "CAST(? AS TIMESTAMP WITH TIME ZONE)", "2026-01-02T03:04:05+00:00", "datetimetz"),
+        ("Opaque", "blob", "$1", "?", "blob", "string"),
+    ];
+    assert_eq!(want.len(), types.len());
+    for ((t, v), (wt, text, pg, ansi, my, bound)) in types.iter().zip(want) {
+        assert_eq!(*t, wt);
+        let col = t.to_lowercase();
+        let q = json!({"metrics": ["n"], "filters": [{"field": format!("e.{col}"), "op": "eq", "values": [v]}]});
+        for (target, quoted, placeholder, value) in [
+            (Target::Postgres, format!("\"e\".\"{col}\""), pg, text),
+            // ANSI leaves a bare column as the model writes it, for the engine to fold.
+            (Target::Ansi, format!("\"e\".{col}"), ansi, text),
+            (Target::Mysql, format!("`e`.`{col}`"), "?", my),
+        ] {
+            let c = ask(&def, q.clone(), target).unwrap();
+            let clause = format!("\nWHERE {quoted} = {placeholder}");
+            assert!(
+                c.sql.ends_with(&clause),
+                "{t} {v} {target:?}: want {clause:?} in\n{}",
+                c.sql
+            );
+            assert_eq!(
+                c.parameters,
+                vec![Parameter {
+                    data_type: bound,
+                    value: value.into()
+                }],
+                "{t} {v} {target:?}"
+            );
+        }
     }
 }
