@@ -468,3 +468,7 @@ pub(super) fn render(model: Model<'_>, plan: &Plan, target: Target) -> Compiled 
             .collect(),
     }
 }
+
+#[cfg(test)]
+#[path = "render_tests.rs"]
+mod tests;
