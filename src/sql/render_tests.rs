@@ -18,8 +18,10 @@ fn one_table(source: &str) -> Definition {
     .unwrap()
 }
 
-/// The dialects with how each writes the field `e.n` and the placeholder of the i-th value.
-fn dialects() -> [(Target, &'static str, fn(usize) -> String); 3] {
+/// A dialect, how it writes the field `e.n` and the placeholder of the i-th value.
+type Dialect = (Target, &'static str, fn(usize) -> String);
+
+fn dialects() -> [Dialect; 3] {
     [
         (Target::Postgres, "\"e\".\"n\"", |i| {
             format!("CAST(${i} AS BIGINT)")
