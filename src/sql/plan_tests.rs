@@ -291,3 +291,37 @@ fn each_dialect_orders_nulls_alike_and_types_the_nulls_of_a_union() {
         assert!(!sql.contains(lacks), "{target:?}: {lacks:?} in\n{sql}");
     }
 }
+
+/// A metric may name its dataset more than once; a second dataset, or one the model lacks, is
+/// refused and named.
+#[test]
+fn a_metric_naming_its_dataset_twice_is_one_dataset_and_two_are_refused() {
+    let def = with_metrics(
+        shop(),
+        &[
+            ("per_order", "SUM(orders.amount) / COUNT(orders.order_id)"),
+            ("mixed", "SUM(orders.amount) / SUM(lines.quantity)"),
+            ("stray", "SUM(nowhere.amount)"),
+        ],
+    );
+    let c = ask(&def, json!({"metrics": ["per_order"]}), Target::Postgres).unwrap();
+    assert!(
+        c.sql.contains(
+            "SUM((\"orders\".\"amount\")) / COUNT((\"orders\".\"order_id\")) AS \"per_order\""
+        ),
+        "{}",
+        c.sql
+    );
+    let e = refused(&def, json!({"metrics": ["mixed"]}));
+    assert!(
+        e.message
+            .contains("aggregates over datasets orders and lines"),
+        "{e}"
+    );
+    let e = refused(&def, json!({"metrics": ["stray"]}));
+    assert!(
+        e.message
+            .contains("`nowhere.amount` names no dataset of the model"),
+        "{e}"
+    );
+}
