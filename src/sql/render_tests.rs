@@ -147,6 +147,9 @@ fn a_union_numbers_each_value_once_on_postgres_and_binds_it_per_branch_elsewhere
         assert_eq!(c.sql.matches(list).count(), 2, "{target:?}:\n{}", c.sql);
         let values: Vec<&str> = c.parameters.iter().map(|p| p.value.as_str()).collect();
         assert_eq!(values, bound, "{target:?}");
+        if target != Target::Postgres {
+            assert_eq!(c.sql.matches('?').count(), bound.len(), "{target:?}");
+        }
     }
 }
 

@@ -254,18 +254,6 @@ fn grains_use_each_dialects_date_functions() {
 }
 
 #[test]
-fn postgres_reuses_a_number_and_question_marks_bind_again_per_branch() {
-    let q = json!({"metrics": ["revenue", "units"], "dimensions": ["customers.region"],
-                   "filters": [{"field": "customers.region", "op": "in", "values": ["north", "south"]}]});
-    let pg = ask(&shop(), q.clone(), Target::Postgres).unwrap();
-    assert_eq!(pg.parameters.len(), 2);
-    assert_eq!(pg.sql.matches("IN ($1, $2)").count(), 2);
-    let my = ask(&shop(), q, Target::Mysql).unwrap();
-    assert_eq!(my.parameters.len(), 4);
-    assert_eq!(my.sql.matches('?').count(), 4);
-}
-
-#[test]
 fn refusals_name_the_part_of_the_question_and_the_fix() {
     let def = shop();
     for (q, kind, parameter, says) in [
