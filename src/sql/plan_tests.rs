@@ -1,18 +1,10 @@
 //! How the planner reads a question against a model: names asked twice, grains per field,
 //! output names that clash, the hints of an unknown name, and how deep derived metrics nest.
 
-use super::tests::{ask, field, metric, shop};
+use super::tests::{ask, field, shop, with_metrics};
 use super::*;
 use crate::crd::semantic_model::{Definition, Field};
 use serde_json::json;
-
-fn with_metrics(mut def: Definition, metrics: &[(&str, &str)]) -> Definition {
-    let ms = def.metrics.as_mut().unwrap();
-    for (name, expr) in metrics {
-        ms.push(serde_json::from_value(metric(name, expr)).unwrap());
-    }
-    def
-}
 
 fn with_order_fields(mut def: Definition, fields: &[serde_json::Value]) -> Definition {
     let orders = &mut def.datasets[1];

@@ -15,6 +15,15 @@ pub(super) fn metric(name: &str, expr: &str) -> serde_json::Value {
     json!({"name": name, "expression": {"dialects": [{"dialect": "ANSI_SQL", "expression": expr}]}})
 }
 
+/// `def` with more metrics, (name, ANSI expression).
+pub(super) fn with_metrics(mut def: Definition, metrics: &[(&str, &str)]) -> Definition {
+    let ms = def.metrics.as_mut().unwrap();
+    for (name, expr) in metrics {
+        ms.push(serde_json::from_value(metric(name, expr)).unwrap());
+    }
+    def
+}
+
 /// A small shop: order lines → orders → customers, order lines → products.
 pub(super) fn shop() -> Definition {
     serde_json::from_value(json!({
@@ -195,11 +204,7 @@ fn a_derived_metric_divides_in_double_precision_and_names_what_it_uses() {
 
 #[test]
 fn a_derived_metric_that_does_not_divide_keeps_its_types() {
-    let mut def = shop();
-    def.metrics
-        .as_mut()
-        .unwrap()
-        .push(serde_json::from_value(metric("gross_and_net", "revenue + net_sales")).unwrap());
+    let def = with_metrics(shop(), &[("gross_and_net", "revenue + net_sales")]);
     let c = ask(
         &def,
         json!({"metrics": ["gross_and_net"]}),
@@ -440,10 +445,7 @@ fn model_expressions_the_compiler_cannot_use_are_named() {
 
 #[test]
 fn derived_metrics_in_a_circle_are_refused() {
-    let mut def = shop();
-    let ms = def.metrics.as_mut().unwrap();
-    ms.push(serde_json::from_value(metric("a", "b + 1")).unwrap());
-    ms.push(serde_json::from_value(metric("b", "a + 1")).unwrap());
+    let def = with_metrics(shop(), &[("a", "b + 1"), ("b", "a + 1")]);
     let e = ask(&def, json!({"metrics": ["a"]}), Target::Postgres).unwrap_err();
     assert!(e.message.contains("a → b → a"), "{e}");
 }
