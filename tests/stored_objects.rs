@@ -1,7 +1,7 @@
 //! Objects as release 0.2.0 stored them (`tests/stored/v0.2.0/`, frozen: never regenerated)
 //! still decode into this release's types and round-trip through a real API server with the
-//! CRDs this release generates (`crds/`, checked equal to `semops crd` by generated_files.rs):
-//! nothing of their spec or status is refused or pruned. docs/versioning.md says why.
+//! CRDs this release generates (`crds/`, checked equal to `semops crd` by the unit tests of
+//! src/crd): nothing of their spec or status is refused or pruned. docs/versioning.md says why.
 
 mod support;
 
