@@ -505,3 +505,49 @@ pub enum RegistrationState {
     /// the rest of the round goes on.
     Invalid,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sasl_mechanism_goes_on_the_wire_under_the_name_it_is_written_with() {
+        for (written, mechanism) in [
+            ("PLAIN", SaslMechanism::Plain),
+            ("SCRAM-SHA-256", SaslMechanism::ScramSha256),
+            ("SCRAM-SHA-512", SaslMechanism::ScramSha512),
+        ] {
+            let decoded: SaslMechanism = serde_json::from_value(written.into()).unwrap();
+            assert_eq!((decoded, mechanism.name()), (mechanism, written));
+        }
+    }
+
+    #[test]
+    fn only_disable_and_prefer_may_send_a_password_in_clear() {
+        for (mode, in_clear) in [
+            ("disable", true),
+            ("prefer", true),
+            ("require", false),
+            ("verify-ca", false),
+            ("verify-full", false),
+        ] {
+            let mode: SslMode = serde_json::from_value(mode.into()).unwrap();
+            assert_eq!(mode.may_send_in_clear(), in_clear, "{mode:?}");
+        }
+        assert!(!SslMode::default().may_send_in_clear());
+    }
+
+    #[test]
+    fn secret_keys_default_to_the_names_their_documentation_gives() {
+        let credentials: CredentialsSecretRef = serde_json::from_str(r#"{"name": "pg"}"#).unwrap();
+        assert_eq!(
+            (
+                credentials.username_key.as_str(),
+                credentials.password_key.as_str()
+            ),
+            ("username", "password")
+        );
+        let ca: SecretKeyRef = serde_json::from_str(r#"{"name": "ca"}"#).unwrap();
+        assert_eq!(ca.key, "ca.crt");
+    }
+}

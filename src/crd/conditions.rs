@@ -659,6 +659,14 @@ mod tests {
     }
 
     #[test]
+    fn the_committed_condition_reference_matches_the_code() {
+        assert!(
+            crate::crd::tests::committed("docs/conditions.md") == reference(),
+            "docs/conditions.md is stale; run hack/generate"
+        );
+    }
+
+    #[test]
     fn schema_is_meta_v1_conditions() {
         let mut generator = schemars::SchemaGenerator::default();
         assert_eq!(
@@ -920,6 +928,110 @@ mod tests {
                 ("Synced", "True", "X"),
             ]
         );
+    }
+
+    #[test]
+    fn a_status_reads_back_as_it_is_written_and_anything_else_is_unknown() {
+        for status in [Status::True, Status::False, Status::Unknown] {
+            assert_eq!(Status::parse(status.as_str()), status);
+        }
+        assert_eq!(Status::parse("true"), Status::Unknown);
+        assert_eq!(Status::parse(""), Status::Unknown);
+        assert_eq!(
+            (Status::from_bool(true), Status::from_bool(false)),
+            (Status::True, Status::False)
+        );
+        let written: Vec<_> = ConditionType::ALL.iter().map(|t| t.to_string()).collect();
+        assert_eq!(
+            written,
+            [
+                "Ready",
+                "Reconciling",
+                "Stalled",
+                "Valid",
+                "SourcesResolved",
+                "SourcesCurrent",
+                "Reachable",
+                "RegistrationsCurrent"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_reason_compares_prints_and_holds_its_text() {
+        let kept = Reason::kept("SomethingAnOlderVersionWrote");
+        for reason in [Reason::SOURCE_DRIFT, kept] {
+            let text = reason.as_str().to_string();
+            assert!(reason == *text.as_str() && reason == text.as_str());
+            assert!(reason != *"Other" && reason != "Other");
+            assert_eq!(reason.to_string(), text);
+            assert_eq!(reason.to_smol_str(), text.as_str());
+        }
+        let warning: Vec<_> = Reason::DOCUMENTED
+            .iter()
+            .filter(|(text, _)| Reason::kept(text).warns_when_true())
+            .map(|(text, _)| *text)
+            .collect();
+        assert_eq!(warning, ["InsecureTransport"]);
+    }
+
+    #[test]
+    fn a_verdict_under_another_type_keeps_status_reason_and_message() {
+        let reachable = Desired::new(
+            ConditionType::Reachable,
+            Status::False,
+            Reason::TIMEOUT,
+            "took too long",
+        );
+        assert_eq!(
+            reachable.as_type(ConditionType::Ready),
+            Desired::new(
+                ConditionType::Ready,
+                Status::False,
+                Reason::TIMEOUT,
+                "took too long"
+            )
+        );
+    }
+
+    #[test]
+    fn is_true_needs_the_type_present_with_status_true() {
+        let list = merge(
+            &[],
+            vec![
+                Desired::new(ConditionType::Valid, Status::True, Reason::VALID, ""),
+                Desired::new(
+                    ConditionType::SourcesResolved,
+                    Status::Unknown,
+                    Reason::CATALOG_UNREACHABLE,
+                    "",
+                ),
+            ],
+            None,
+            &at(1),
+        );
+        assert!(is_true(&list, ConditionType::Valid));
+        assert!(!is_true(&list, ConditionType::SourcesResolved));
+        assert!(!is_true(&list, ConditionType::Ready));
+        assert_eq!(
+            find(&list, ConditionType::SourcesResolved).map(|c| c.reason.as_str()),
+            Some("CatalogUnreachable")
+        );
+    }
+
+    /// `SmolStr` holds up to 23 bytes inline: those are never put in the shared set; from 24
+    /// bytes on, a text is held once.
+    #[test]
+    fn only_texts_longer_than_the_inline_limit_are_held() {
+        let set = SharedTexts::new(8);
+        let inline = "x".repeat(INLINE_MAX);
+        let long = "x".repeat(INLINE_MAX + 1);
+        set.share(&inline, || SmolStr::new(&inline));
+        assert_eq!(set.texts.lock().unwrap().len(), 0);
+        let first = set.share(&long, || SmolStr::new(&long));
+        let again = set.share(&long, || SmolStr::new(&long));
+        assert_eq!(set.texts.lock().unwrap().len(), 1);
+        assert_eq!(first.as_ptr(), again.as_ptr());
     }
 
     #[test]

@@ -249,6 +249,49 @@ mod tests {
         }
     }
 
+    /// Every comparison and conversion agrees with the text, packed or verbatim; equal texts
+    /// hash alike, so sets and maps keyed by ids see one entry.
+    #[test]
+    fn comparisons_conversions_and_hashes_follow_the_text() {
+        let canonical = "01938d5e-7c1a-7b3e-8f00-0a1b2c3d4e5f";
+        for text in [canonical, "an id an older writer chose"] {
+            let owned = text.to_string();
+            let ids = [
+                MetricId::new(text),
+                MetricId::from(text),
+                MetricId::from(owned.clone()),
+            ];
+            for id in &ids {
+                assert!(*id == *text && *id == text && *id == owned);
+                assert!(*id != *"other" && *id != "other" && *id != "other".to_string());
+                assert_eq!(format!("{id:?}"), format!("{text:?}"));
+                assert_eq!(id.clone(), ids[0]);
+            }
+            let set: std::collections::HashSet<_> = ids.into_iter().collect();
+            assert_eq!(set.len(), 1, "{text}");
+        }
+        let other = MetricId::new("01938d5e-7c1a-7b3e-8f00-0a1b2c3d4e50");
+        assert!(MetricId::new(canonical) != other);
+        let hash = |id: &MetricId| {
+            let mut hasher = std::hash::DefaultHasher::new();
+            id.hash(&mut hasher);
+            std::hash::Hasher::finish(&hasher)
+        };
+        assert_ne!(hash(&MetricId::new(canonical)), hash(&other));
+    }
+
+    #[test]
+    fn a_packed_text_that_is_not_a_string_is_refused_by_naming_its_form() {
+        let error = serde_json::from_str::<MetricId>("7")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("a metric id (string)"), "{error}");
+        let error = serde_json::from_str::<Digest>("{}")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("a sha256 hash (string)"), "{error}");
+    }
+
     #[test]
     fn packed_texts_are_no_bigger_than_they_must_be() {
         assert_eq!(

@@ -211,3 +211,47 @@ pub struct ReconcilePolicyStatus {
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What an empty spec means is documented (`kubectl explain`, docs/design.md): every
+    /// field's default, including the nested ones filled when their parent is absent or empty.
+    #[test]
+    fn an_empty_spec_gets_every_documented_default() {
+        let want = ReconcilePolicySpec {
+            enabled: true,
+            mode: PolicyMode::ReportOnly,
+            interval: "1h".into(),
+            jitter: 0.2,
+            catalog_selector: None,
+            kinds: vec![
+                RegistrationKind::Schema,
+                RegistrationKind::Table,
+                RegistrationKind::View,
+                RegistrationKind::Topic,
+            ],
+            probe: ProbeSettings {
+                timeout: "5s".into(),
+                concurrency: 4,
+                batch_size: 200,
+            },
+            max_removals_per_round: 50,
+            remove_after: RemoveAfter {
+                misses: 2,
+                grace: "1h".into(),
+            },
+        };
+        for text in [
+            "{}",
+            r#"{"probe": {}, "removeAfter": {}}"#,
+            r#"{"enabled": true, "mode": "ReportOnly"}"#,
+        ] {
+            let spec: ReconcilePolicySpec = serde_json::from_str(text).unwrap();
+            assert_eq!(spec, want, "{text}");
+        }
+        assert_eq!(ProbeSettings::default(), want.probe);
+        assert_eq!(RemoveAfter::default(), want.remove_after);
+    }
+}

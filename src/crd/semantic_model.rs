@@ -822,6 +822,61 @@ mod tests {
         assert_eq!(serde_json::from_str::<List>(&list).unwrap().items.len(), 1);
     }
 
+    /// `spec` itself is level 1: a spec of exactly the deepest allowed nesting decodes, one
+    /// level more is flagged.
+    #[test]
+    fn the_depth_limit_is_inclusive() {
+        let spec = |levels: usize| {
+            format!(
+                r#"{{"catalog":"c","schema":"s","definition":{{"aiContext":{},"datasets":[]}}}}"#,
+                nested(levels - 2)
+            )
+        };
+        assert_eq!(json_depth(&spec(MAX_SPEC_DEPTH)), MAX_SPEC_DEPTH);
+        let at_limit: SemanticModel =
+            serde_json::from_str(&object(&spec(MAX_SPEC_DEPTH), "{}")).unwrap();
+        assert_eq!(at_limit.decode_problem, None);
+        let past: SemanticModel =
+            serde_json::from_str(&object(&spec(MAX_SPEC_DEPTH + 1), "{}")).unwrap();
+        assert!(past.decode_problem.is_some());
+    }
+
+    fn spec() -> SemanticModelSpec {
+        serde_json::from_str(r#"{"catalog":"c","schema":"s","definition":{"datasets":[]}}"#)
+            .unwrap()
+    }
+
+    #[test]
+    fn the_model_name_is_spec_name_else_metadata_name() {
+        let mut model = SemanticModel::new("orders-model", spec());
+        assert_eq!(model.model_name(), "orders-model");
+        assert_eq!(model.revision_object_name(7), "orders-model-r7");
+        model.spec.name = Some("orders".into());
+        assert_eq!(model.model_name(), "orders");
+        assert_eq!(model.revision_object_name(7), "orders-model-r7");
+    }
+
+    /// The hand-written `Resource` (the derive's is on `SemanticModelDoc`) addresses what the
+    /// CRD declares, and the CRD's schema is titled after the kind.
+    #[test]
+    fn the_resource_addresses_what_the_crd_declares() {
+        use kube::Resource;
+        let crd = SemanticModel::crd();
+        assert_eq!(SemanticModel::kind(&()), crd.spec.names.kind);
+        assert_eq!(SemanticModel::group(&()), crd.spec.group);
+        assert_eq!(SemanticModel::plural(&()), crd.spec.names.plural);
+        assert_eq!(SemanticModel::version(&()), crd.spec.versions[0].name);
+        let schema = crd.spec.versions[0].schema.as_ref().unwrap();
+        assert_eq!(
+            schema.open_api_v3_schema.as_ref().unwrap().title.as_deref(),
+            Some("SemanticModel")
+        );
+        let mut model = SemanticModel::new("m", spec());
+        model.meta_mut().namespace = Some("ns".into());
+        assert_eq!(model.meta().namespace.as_deref(), Some("ns"));
+        assert_eq!(model.meta().name.as_deref(), Some("m"));
+    }
+
     #[test]
     fn ordinary_objects_round_trip_through_json_yaml_and_values() {
         let spec = r#"{"catalog":"analytics","schema":"semantic","name":"m","definition":{"aiContext":{"a":{"b":[1,2]}},"datasets":[{"name":"d","source":"hr.public.t"}]}}"#;
