@@ -170,3 +170,7 @@ pub fn model_uses_catalog(model: &SemanticModel, catalog: &str) -> bool {
             .iter()
             .any(|d| SourceRef::parse(&d.source).is_ok_and(|s| s.catalog == catalog))
 }
+
+#[cfg(test)]
+#[path = "triggers_tests.rs"]
+mod tests;
