@@ -333,6 +333,43 @@ mod tests {
         m
     }
 
+    /// Served: an accepted revision, unless `Ready` says it lost a name conflict (a later
+    /// failure of another kind keeps the accepted revision served).
+    #[test]
+    fn a_model_is_visible_with_an_accepted_revision_unless_it_lost_a_name_conflict() {
+        use crate::crd::conditions::{Desired, Status, merge};
+        let ready = |status, reason: Reason| {
+            merge(
+                &[],
+                vec![Desired::new(ConditionType::Ready, status, reason, "")],
+                None,
+                &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                ),
+            )
+        };
+        let cases = [
+            (None, vec![], false),
+            (Some(2), vec![], true),
+            (Some(2), ready(Status::True, Reason::ACCEPTED), true),
+            (
+                Some(2),
+                ready(Status::False, Reason::SOURCE_NOT_FOUND),
+                true,
+            ),
+            (Some(2), ready(Status::False, Reason::NAME_CONFLICT), false),
+            (None, ready(Status::False, Reason::INVALID_SOURCE), false),
+        ];
+        for (revision, conditions, visible) in cases {
+            let mut m = model("m", revision, &[]);
+            m.status.as_mut().unwrap().conditions = conditions.clone();
+            assert_eq!(is_visible(&m), visible, "{revision:?} {conditions:?}");
+        }
+        let mut no_status = model("m", Some(2), &[]);
+        no_status.status = None;
+        assert!(!is_visible(&no_status));
+    }
+
     fn key(id: &str) -> SourceKey {
         SourceKey {
             namespace: "ns".into(),
@@ -359,6 +396,8 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert_eq!(names(&key("id1")), vec!["a/employee", "a/manager"]);
+        // Entries: (a, employee) and (a, manager) on id1, (b, x) on id2; homes: a and b.
+        assert_eq!(idx.sizes(), (3, 2));
 
         // A replaced association set replaces the model's entries entirely.
         idx.apply(&model("a", Some(2), &[("employee", "id3")]));
