@@ -48,12 +48,19 @@ mod tests {
     #[test]
     fn entries_are_found_by_uid_and_revision_and_the_cache_stays_bounded() {
         let c = RevisionCache::default();
+        assert!(c.is_empty());
         c.put("u", 3, Arc::new(Definition::default()));
         assert!(c.get("u", 3).is_some());
         assert!(c.get("u", 4).is_none() && c.get("v", 3).is_none());
-        for i in 0..(LIMIT as i64 + 10) {
+        assert_eq!((c.len(), c.is_empty()), (1, false));
+        // Filled to the limit, it holds every entry; the next one starts it over.
+        for i in 1..LIMIT as i64 {
             c.put("w", i, Arc::new(Definition::default()));
         }
-        assert!(c.len() <= LIMIT);
+        assert_eq!(c.len(), LIMIT);
+        assert!(c.get("u", 3).is_some());
+        c.put("w", 0, Arc::new(Definition::default()));
+        assert_eq!(c.len(), 1);
+        assert!(c.get("w", 0).is_some() && c.get("u", 3).is_none());
     }
 }
