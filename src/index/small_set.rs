@@ -193,6 +193,32 @@ mod tests {
         }
     }
 
+    /// The form at each edge: small up to the limit, large past it, small again only at half.
+    #[test]
+    fn tiered_form_changes_at_the_limit_and_back_at_half() {
+        let is_large = |t: &TieredSet<usize>| matches!(t, TieredSet::Large(_));
+        let mut t = TieredSet::default();
+        for v in 0..TIERED_SMALL_MAX {
+            t.insert(v);
+        }
+        assert!(!is_large(&t), "{TIERED_SMALL_MAX} entries stay small");
+        t.insert(TIERED_SMALL_MAX);
+        assert!(is_large(&t), "one more is large");
+        t.retain(|v| *v > 0);
+        assert!(is_large(&t), "{} entries stay large", t.len());
+        t.retain(|v| *v > TIERED_SMALL_MAX - TIERED_SMALL_MAX / 2 - 1);
+        assert_eq!(t.len(), TIERED_SMALL_MAX / 2 + 1);
+        assert!(is_large(&t), "just above half stays large");
+        t.retain(|v| *v > TIERED_SMALL_MAX - TIERED_SMALL_MAX / 2);
+        assert_eq!(t.len(), TIERED_SMALL_MAX / 2);
+        assert!(!is_large(&t), "half is small again");
+        assert!(
+            t.iter()
+                .copied()
+                .eq(TIERED_SMALL_MAX / 2 + 1..=TIERED_SMALL_MAX)
+        );
+    }
+
     proptest! {
         /// Inserts and removals across both forms (sets grow past the small limit and shrink
         /// back) leave what a `BTreeSet` would hold, in the same order; the small form keeps no
