@@ -269,3 +269,15 @@ pub fn document() -> Value {
 pub fn document_text() -> String {
     serde_json::to_string_pretty(&document()).expect("the document serializes") + "\n"
 }
+
+#[cfg(test)]
+mod tests {
+    /// docs/openapi.json is what the code generates, byte for byte.
+    #[test]
+    fn the_committed_document_matches_the_code() {
+        assert!(
+            crate::crd::tests::committed("docs/openapi.json") == super::document_text(),
+            "docs/openapi.json is stale; run hack/generate"
+        );
+    }
+}

@@ -160,6 +160,16 @@ mod tests {
             )),
             Some(vec!["SourceMissing".into()])
         );
+        // An answer of the very instant of the resolution saw the sources as resolved.
+        assert_eq!(
+            kinds(from_feeds(
+                &Definition::default(),
+                &a,
+                Some(resolved),
+                gone(resolved)
+            )),
+            Some(vec!["SourceMissing".into()])
+        );
         // Resolved before this process started: any answer of this process counts.
         assert_eq!(
             kinds(from_feeds(&Definition::default(), &a, None, gone(older))),
