@@ -254,6 +254,7 @@ mod tests {
     #[test]
     fn comparisons_conversions_and_hashes_follow_the_text() {
         let canonical = "01938d5e-7c1a-7b3e-8f00-0a1b2c3d4e5f";
+        let other = String::from("other");
         for text in [canonical, "an id an older writer chose"] {
             let owned = text.to_string();
             let ids = [
@@ -263,7 +264,7 @@ mod tests {
             ];
             for id in &ids {
                 assert!(*id == *text && *id == text && *id == owned);
-                assert!(*id != *"other" && *id != "other" && *id != "other".to_string());
+                assert!(*id != *"other" && *id != "other" && *id != other);
                 assert_eq!(format!("{id:?}"), format!("{text:?}"));
                 assert_eq!(id.clone(), ids[0]);
             }
