@@ -154,10 +154,12 @@ mod tests {
             ("requestheader-client-ca-file", "PEM"),
             ("requestheader-allowed-names", "[\"front-proxy-client\"]"),
             ("requestheader-group-headers", "[\"X-Remote-Group\"]"),
+            ("requestheader-uid-headers", " "),
         ]))
         .unwrap()
         .unwrap();
         assert_eq!(fp.allowed_names, ["front-proxy-client"]);
+        assert!(fp.uid_headers.is_empty(), "a blank value is the default");
         assert_eq!(fp.username_headers, ["X-Remote-User"], "default");
         let err = FrontProxy::from_data(&data(&[
             ("requestheader-client-ca-file", "PEM"),
@@ -216,6 +218,8 @@ mod tests {
             "node-1".parse().unwrap(),
         );
         h.append("x-remote-extra-bad%zz", "dropped".parse().unwrap());
+        h.append("x-remote-extra-", "no key: dropped".parse().unwrap());
+        h.append("x-remote-group", "".parse().unwrap());
         assert_eq!(
             fp.caller(&h),
             Some(Caller {
@@ -231,5 +235,24 @@ mod tests {
                 ]),
             })
         );
+    }
+
+    #[test]
+    fn the_common_name_is_read_from_the_certificates_subject() {
+        let der = |name: &str| {
+            use rustls::pki_types::CertificateDer;
+            use rustls::pki_types::pem::PemObject;
+            let path = format!("{}/tests/fixtures/tls/{name}", env!("CARGO_MANIFEST_DIR"));
+            CertificateDer::from_pem_file(&path).unwrap().to_vec()
+        };
+        assert_eq!(
+            common_name(&der("client.pem")).as_deref(),
+            Some("semops-client")
+        );
+        assert_eq!(
+            common_name(&der("ca.pem")).as_deref(),
+            Some("semops test CA")
+        );
+        assert_eq!(common_name(b"not a certificate"), None);
     }
 }

@@ -175,4 +175,28 @@ mod tests {
     fn a_missing_value_is_a_programming_error() {
         fill(REGISTRATIONS, &[("ns", "n")]);
     }
+
+    #[test]
+    fn decoding_inverts_encoding_and_refuses_a_malformed_escape() {
+        for s in ["", "plain", "hr.`a/b c`.employees", "ü%", "100%25"] {
+            assert_eq!(
+                decode_segment(&encode_segment(s)).as_deref(),
+                Some(s),
+                "{s}"
+            );
+        }
+        // (segment, decoded)
+        let cases = [
+            ("a%2fb", Some("a/b")),
+            ("%41%42c", Some("ABc")),
+            ("abc%4", None),
+            ("abc%", None),
+            ("%zz", None),
+            ("%FF", None),
+            ("%C3%BC", Some("ü")),
+        ];
+        for (segment, decoded) in cases {
+            assert_eq!(decode_segment(segment).as_deref(), decoded, "{segment}");
+        }
+    }
 }

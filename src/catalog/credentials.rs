@@ -252,4 +252,43 @@ mod tests {
         // The password twice, and the one-letter user name where it stands alone ("//u:").
         assert_eq!(out.matches("[redacted]").count(), 3, "{out}");
     }
+
+    #[test]
+    fn the_values_are_read_only_through_their_accessors() {
+        let c = Credentials::new("canary-user", "canary-S3cr3t");
+        assert_eq!(
+            (c.username(), c.expose_password()),
+            ("canary-user", "canary-S3cr3t")
+        );
+        assert_eq!(c.to_string(), "[redacted] / [redacted]");
+        assert_eq!(
+            format!("{c:?}"),
+            r#"Credentials { username: "[redacted]", password: "[redacted]" }"#
+        );
+        let cert = ClientCertificate::new("CHAIN", "canary-KEY");
+        assert_eq!(
+            (cert.chain_pem.as_slice(), cert.expose_key()),
+            (&b"CHAIN"[..], &b"canary-KEY"[..])
+        );
+        assert_eq!(format!("{cert:?}"), "ClientCertificate(<redacted>)");
+    }
+
+    #[test]
+    fn short_values_are_replaced_only_where_they_stand_alone() {
+        // (value, message, scrubbed)
+        let cases = [
+            // Four characters and more: everywhere, inside words too.
+            ("abcd", "xabcdx abcd", "x[redacted]x [redacted]"),
+            // Shorter: only where neither neighbour is a letter, digit or underscore.
+            (
+                "pw1",
+                "pw1x xpw1 _pw1 pw1_ (pw1) pw1",
+                "pw1x xpw1 _pw1 pw1_ ([redacted]) [redacted]",
+            ),
+            ("", "nothing to hide", "nothing to hide"),
+        ];
+        for (value, message, scrubbed) in cases {
+            assert_eq!(scrub_text(message, value), scrubbed, "{value:?}");
+        }
+    }
 }

@@ -165,3 +165,7 @@ impl ServerCertVerifier for Relaxed {
         self.full.supported_verify_schemes()
     }
 }
+
+#[cfg(test)]
+#[path = "tls_tests.rs"]
+mod tests;

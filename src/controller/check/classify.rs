@@ -159,3 +159,7 @@ pub(super) fn classify(
         server_change,
     }
 }
+
+#[cfg(test)]
+#[path = "classify_tests.rs"]
+mod tests;
