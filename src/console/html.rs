@@ -946,4 +946,338 @@ mod tests {
         );
         assert_eq!(enc("a b/ü"), "a%20b%2F%C3%BC");
     }
+
+    #[test]
+    fn each_refusal_has_its_title_and_its_words() {
+        // (status, title, what the body says)
+        let cases = [
+            (
+                403,
+                "Not allowed",
+                "You may not read model m: the API server refused it (403).",
+            ),
+            (404, "Not found", "Not found: model m."),
+            (
+                413,
+                "Error 413",
+                "The answer is too large to draw (413): why",
+            ),
+            (503, "Error 503", "busy or past its deadline (503): why"),
+            (
+                0,
+                "Unreachable",
+                "The semops read API could not be reached.",
+            ),
+            (500, "Error 500", "The read API answered 500 for model m."),
+        ];
+        for (status, title, says) in cases {
+            let p = error_page(status, &json!({"message": "why"}), "model m");
+            assert_eq!(p.title, title, "{status}");
+            assert!(
+                p.body.contains(says) && p.body.contains("why"),
+                "{status}: {}",
+                p.body
+            );
+        }
+    }
+
+    #[test]
+    fn the_pager_links_only_to_pages_that_exist() {
+        // (page, total rows, the links it shows)
+        let cases = [
+            (0, 0, None),
+            (0, PAGE_SIZE, None),
+            (
+                0,
+                PAGE_SIZE + 1,
+                Some("Page 1 of 2: <a href=\"/b?page=2\">next</a>"),
+            ),
+            (
+                1,
+                PAGE_SIZE + 1,
+                Some("Page 2 of 2: <a href=\"/b?page=1\">previous</a> </p>"),
+            ),
+            (
+                1,
+                3 * PAGE_SIZE,
+                Some(
+                    "Page 2 of 3: <a href=\"/b?page=1\">previous</a> <a href=\"/b?page=3\">next</a>",
+                ),
+            ),
+            (
+                2,
+                3 * PAGE_SIZE,
+                Some("Page 3 of 3: <a href=\"/b?page=2\">previous</a> </p>"),
+            ),
+        ];
+        for (page, total, links) in cases {
+            let p = pager("/b?", page, total);
+            match links {
+                None => assert_eq!(p, "", "{page}/{total}"),
+                Some(links) => assert!(p.contains(links), "{page}/{total}: {p}"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_state_is_the_ready_conditions_in_words_and_colour() {
+        for (conditions, cell) in [
+            (
+                json!([{"type": "Reconciling", "status": "False", "reason": "Busy"}, {"type": "Ready", "status": "True", "reason": "Fine"}]),
+                "<span class=\"ok\">Ready</span> Fine",
+            ),
+            (
+                json!([{"type": "Ready", "status": "False", "reason": "A&B"}]),
+                "<span class=\"bad\">Not ready</span> A&amp;B",
+            ),
+            (
+                json!([{"type": "Ready", "status": "Unknown", "reason": "Wait"}]),
+                "<span class=\"warn\">Unknown</span> Wait",
+            ),
+            (json!(null), "<span class=\"warn\">Unknown</span> "),
+        ] {
+            let (status, reason) = ready(&conditions);
+            assert_eq!(state_cell(&status, &reason), cell, "{conditions}");
+        }
+    }
+
+    #[test]
+    fn the_models_page_shows_each_model_or_the_refusal_of_it() {
+        let id = |c: &str, n: &str| vec![c.to_string(), "s".to_string(), n.to_string()];
+        let models = [
+            (
+                id("wh", "orders"),
+                Ok(
+                    json!({"conditions": [{"type": "Ready", "status": "True", "reason": "Accepted"}], "revision": 3, "metricIds": [{}, {}], "sourceDrift": []}),
+                ),
+            ),
+            (
+                id("wh", "people"),
+                Ok(json!({"revision": 1, "sourceDrift": [{}, {}]})),
+            ),
+            (id("lake", "hidden"), Err(403)),
+        ];
+        let p = models_page("n", &models, 0, 3);
+        assert_eq!(p.title, "Models in n");
+        let b = &p.body;
+        for row in [
+            "<tr><td><a href=\"/ns/n/models/wh/s/orders\">orders</a></td><td>wh</td><td>s</td><td><span class=\"ok\">Ready</span> Accepted</td><td>3</td><td>2</td><td>none</td></tr>",
+            "<tr><td><a href=\"/ns/n/models/wh/s/people\">people</a></td><td>wh</td><td>s</td><td><span class=\"warn\">Unknown</span> </td><td>1</td><td>0</td><td><span class=\"warn\">2 source(s)</span></td></tr>",
+            "<td><span class=\"bad\">answer 403</span></td><td></td><td></td><td></td></tr>",
+            "<p>3 model(s) you may read.</p><p>Catalogs: <a href=\"/ns/n/catalogs/lake\">lake</a>, <a href=\"/ns/n/catalogs/wh\">wh</a></p>",
+        ] {
+            assert!(b.contains(row), "{row}\n{b}");
+        }
+        assert!(!b.contains("Page "), "one page");
+        assert!(
+            models_page("n", &models, 0, 2 * PAGE_SIZE)
+                .body
+                .contains("Page 1 of 2")
+        );
+        assert!(models_page("n", &[], 0, 0).body.contains("No models."));
+    }
+
+    fn shop() -> Value {
+        json!({
+            "name": "shop", "revision": 4, "comment": "Sales & returns",
+            "conditions": [{"type": "Ready", "status": "True", "reason": "Accepted", "message": "ok"}],
+            "sourceAssociations": [
+                {"dataset": "people", "type": "TABLE", "id": "oid-people"},
+                {"dataset": "orders", "type": "VIEW", "id": "oid-orders"}
+            ],
+            "metricIds": [{"name": "revenue", "id": "m-rev"}, {"name": "buyers", "id": "m-buy"}],
+            "definition": {
+                "datasets": [
+                    {"name": "orders", "source": "wh.s.orders", "primaryKey": ["id", "line"],
+                     "fields": [{"name": "amount", "expression": {"dialects": [{"dialect": "ANSI_SQL", "expression": "price * qty"}]}}]},
+                    {"name": "people", "source": "wh.s.people"}
+                ],
+                "relationships": [{"name": "buyer", "from": "orders", "fromColumns": ["person_id"], "to": "people", "toColumns": ["id"]}],
+                "metrics": [
+                    {"name": "buyers", "expression": {"dialects": [{"dialect": "ANSI_SQL", "expression": "COUNT(DISTINCT person_id)"}]},
+                     "deprecated": {"replacement": "customers", "reason": "renamed"}},
+                    {"name": "revenue", "description": "Money in"}
+                ]
+            }
+        })
+    }
+
+    #[test]
+    fn the_model_page_binds_each_dataset_and_metric_to_its_own_record() {
+        let p = model_page("n", "wh", "s", &shop(), None);
+        assert_eq!(p.title, "Model shop");
+        let b = &p.body;
+        for part in [
+            "<span class=\"ok\">Ready</span> Accepted · revision 4 · catalog <code>wh</code>, schema <code>s</code> · <a href=\"/ns/n/lineage/model/wh/s/shop\">lineage picture</a>",
+            "<p>Sales &amp; returns</p>",
+            "<td>Ready</td><td>True</td><td>Accepted</td><td>ok</td>",
+            "<td>orders</td><td><a href=\"/ns/n/lineage/table/wh.s.orders\">wh.s.orders</a> <span class=\"muted\">(catalog <a href=\"/ns/n/catalogs/wh\">wh</a>)</span></td><td>VIEW <code>oid-orders</code></td><td>id, line</td><td><div><code>amount</code><div><span class=\"muted\">ANSI_SQL</span> <code>price * qty</code></div></div></td>",
+            "<td>people</td><td><a href=\"/ns/n/lineage/table/wh.s.people\">wh.s.people</a> <span class=\"muted\">(catalog <a href=\"/ns/n/catalogs/wh\">wh</a>)</span></td><td>TABLE <code>oid-people</code></td>",
+            "<td>buyer</td><td>orders (person_id)</td><td>people (id)</td>",
+            "<td>buyers<div class=\"warn\">Deprecated: use customers (renamed)</div></td><td><a href=\"/ns/n/metrics/m-buy\"><code>m-buy</code></a></td><td><div><span class=\"muted\">ANSI_SQL</span> <code>COUNT(DISTINCT person_id)</code></div></td><td></td>",
+            "<td>revenue</td><td><a href=\"/ns/n/metrics/m-rev\"><code>m-rev</code></a></td><td></td><td>Money in</td>",
+        ] {
+            assert!(b.contains(part), "{part}\n{b}");
+        }
+        assert!(!b.contains("Source drift") && !b.contains("Revision history"));
+        let mut drifted = shop();
+        drifted["sourceDrift"] =
+            json!([{"dataset": "orders", "kind": "ColumnMissing", "column": "qty", "current": ""}]);
+        let b = model_page("n", "wh", "s", &drifted, None).body;
+        assert!(
+            b.contains("<h2>Source drift</h2>")
+                && b.contains("<td>orders</td><td>ColumnMissing</td><td>qty</td><td></td>"),
+            "{b}"
+        );
+    }
+
+    #[test]
+    fn the_revision_history_lists_newest_first_with_what_each_minted() {
+        let versions = json!([
+            {"revision": 1, "created": "t1"},
+            {"revision": 2, "created": "t2", "metricsAdded": [], "metricsRetired": [{"name": "old", "id": "m-old"}]},
+            {"revision": 3, "created": "t3", "current": true, "metricsAdded": [{"name": "revenue", "id": "m-rev"}], "metricsRenamed": [{"name": "buyers", "id": "m-buy"}]}
+        ]);
+        let b = model_page("n", "wh", "s", &shop(), Some(&versions)).body;
+        let three = "<td>3 (current)</td><td>t3</td><td>+ <a href=\"/ns/n/metrics/m-rev\">revenue</a><br>→ <a href=\"/ns/n/metrics/m-buy\">buyers</a></td>";
+        let two = "<td>2</td><td>t2</td><td>− <a href=\"/ns/n/metrics/m-old\">old</a></td>";
+        let one = "<td>1</td><td>t1</td><td>(earlier revision not kept)</td>";
+        let at = |row: &str| b.find(row).unwrap_or_else(|| panic!("{row}\n{b}"));
+        assert!(at(three) < at(two) && at(two) < at(one));
+    }
+
+    #[test]
+    fn the_metric_page_shows_its_history_only_where_there_is_one() {
+        let m = json!({
+            "id": "m-1", "name": "revenue", "state": "CURRENT", "modelRevision": 2,
+            "model": {"namespace": ["n", "wh", "s"], "name": "shop"},
+            "formerNames": ["sales", "income"],
+            "mintedWithRetirement": [{"name": "net", "id": "m-2"}],
+            "metric": {"expression": {"dialects": [{"dialect": "ANSI_SQL", "expression": "SUM(x)"}]},
+                       "deprecated": {"reason": "too broad", "replacement": "net"}},
+            "revisions": [{"revision": 1, "metric": {"name": "sales"}, "changed": true}, {"revision": 2, "metric": {"name": "revenue"}}]
+        });
+        let p = metric_page("n", &m);
+        assert_eq!(p.title, "Metric revenue");
+        for part in [
+            "<p>Id <code>m-1</code> · <span class=\"ok\">CURRENT</span> · model <a href=\"/ns/n/models/wh/s/shop\">shop</a> (revision 2)</p>",
+            "<p>Formerly: sales, income</p>",
+            "<p>Minted when it was retired: <a href=\"/ns/n/metrics/m-2\">net</a></p>",
+            "<code>SUM(x)</code>",
+            "<p class=\"warn\">Deprecated: too broad</p><p>Use net instead.</p>",
+            "<td>1</td><td>sales</td><td></td><td>changed</td>",
+            "<td>2</td><td>revenue</td><td></td><td>same</td>",
+        ] {
+            assert!(p.body.contains(part), "{part}\n{}", p.body);
+        }
+        let retired = json!({"id": "m-3", "name": "old", "state": "RETIRED", "retiredInRevision": 5, "model": {"namespace": ["n", "wh", "s"], "name": "shop"}});
+        let b = metric_page("n", &retired).body;
+        assert!(
+            b.contains("<span class=\"warn\">RETIRED</span>")
+                && b.contains("<p>Retired in revision 5.</p>"),
+            "{b}"
+        );
+        assert!(
+            !b.contains("Formerly") && !b.contains("Minted when") && !b.contains("Definition"),
+            "{b}"
+        );
+    }
+
+    #[test]
+    fn the_impact_page_keeps_the_question_and_says_whether_anything_breaks() {
+        let form = impact_page("n", "view", "wh.s.orders", "qty", None).body;
+        assert!(
+            form.contains("<option value=\"table\">table</option><option value=\"view\" selected>view</option>")
+                && form.contains("value=\"wh.s.orders\"")
+                && form.contains("value=\"qty\""),
+            "{form}"
+        );
+        assert!(!form.contains("break"));
+        let breaks = json!({"breaks": true, "impacts": [{"model": "shop", "dataset": "orders", "column": "qty", "usedBy": ["amount", "revenue"], "metrics": [{"name": "revenue", "id": "m-rev"}]}]});
+        let b = impact_page("n", "table", "wh.s.orders", "qty", Some(&breaks)).body;
+        assert!(b.contains("<option value=\"table\" selected>table</option><option value=\"view\">view</option>"), "{b}");
+        assert!(
+            b.contains("<p class=\"bad\">This change would break the models below.</p>"),
+            "{b}"
+        );
+        assert!(
+            b.contains("<td>shop</td><td>orders</td><td>qty</td><td>amount, revenue</td><td><a href=\"/ns/n/metrics/m-rev\">revenue</a></td>"),
+            "{b}"
+        );
+        let fine = impact_page(
+            "n",
+            "table",
+            "wh.s.orders",
+            "",
+            Some(&json!({"breaks": false})),
+        )
+        .body;
+        assert!(
+            fine.contains("<p class=\"ok\">Nothing would break.</p>")
+                && fine.contains("No what would break."),
+            "{fine}"
+        );
+    }
+
+    #[test]
+    fn the_catalog_page_colours_each_state_and_shows_the_stale_report_or_its_refusal() {
+        let registrations = json!({"registrations": [
+            {"kind": "Table", "schema": "s", "name": "a", "state": "Live", "id": "7"},
+            {"kind": "Table", "schema": "s", "name": "b", "state": "Stale"},
+            {"kind": "Table", "schema": "s", "name": "c", "state": "Renamed", "currentName": "s.d"}
+        ]});
+        let stale = json!({"staleEntities": [{"kind": "Table", "schema": "s", "name": "b", "state": "Stale", "detectedAt": "t"}]});
+        let p = catalog_page("wh", &registrations, Ok(&stale));
+        assert_eq!(p.title, "Catalog wh");
+        for part in [
+            "<td>Table</td><td>s</td><td>a</td><td><span class=\"ok\">Live</span></td><td></td><td><code>7</code></td>",
+            "<td>Table</td><td>s</td><td>b</td><td><span class=\"bad\">Stale</span></td><td></td><td></td>",
+            "<td><span class=\"warn\">Renamed</span></td><td>s.d</td>",
+            "<td>Table</td><td>s</td><td>b</td><td>Stale</td><td></td><td>t</td>",
+        ] {
+            assert!(p.body.contains(part), "{part}\n{}", p.body);
+        }
+        let refused = catalog_page("wh", &registrations, Err((403, &json!({"message": "no"}))));
+        assert!(
+            refused
+                .body
+                .contains("You may not read the stale report of wh"),
+            "{}",
+            refused.body
+        );
+        let p = stale_page(
+            "wh",
+            &json!({"catalogUnreachable": true, "staleEntities": [{"name": "b"}]}),
+        );
+        assert_eq!(p.title, "Stale registrations of wh");
+        assert!(
+            p.body.contains("The catalog is unreachable") && !p.body.contains("<table>"),
+            "{}",
+            p.body
+        );
+        let none = stale_page(
+            "wh",
+            &json!({"catalogUnreachable": false, "staleEntities": []}),
+        )
+        .body;
+        assert!(
+            none.contains("No registrations whose objects changed."),
+            "{none}"
+        );
+    }
+
+    #[test]
+    fn the_lineage_page_counts_what_the_picture_shows() {
+        let p = lineage_page(
+            "Lineage of shop",
+            &json!({"nodes": [{}, {}, {}], "edges": [{}, {}]}),
+            "<svg></svg>",
+        );
+        assert_eq!(p.title, "Lineage of shop");
+        assert!(
+            p.body.starts_with("<p>3 nodes, 2 edges.</p>")
+                && p.body
+                    .contains("<div class=\"picture\" id=\"picture\"><svg></svg></div>")
+        );
+    }
 }

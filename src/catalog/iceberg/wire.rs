@@ -782,4 +782,168 @@ mod tests {
         assert_eq!(next, None);
         assert!(identifiers(br#"{"identifiers": [{}]}"#).is_err());
     }
+
+    /// A table of one top-level field `f` of type `t`.
+    fn one_field(t: serde_json::Value) -> Result<Loaded, ProviderError> {
+        let body = json!({"metadata": {"table-uuid": "T", "current-schema-id": 0,
+            "schemas": [{"schema-id": 0, "fields": [{"id": 1, "name": "f", "type": t}]}]}});
+        loaded_table(body.to_string().as_bytes())
+    }
+
+    #[test]
+    fn nested_types_are_named_the_way_the_spec_writes_them() {
+        // (type, the column's type)
+        let cases = [
+            (
+                json!({"type": "map", "key": "string", "value": "long", "key-id": 2}),
+                "map<string,long>",
+            ),
+            (
+                json!({"type": "map", "value": {"type": "list", "element": "int"}}),
+                "map<unknown,list<int>>",
+            ),
+            (json!({"type": "list"}), "list<unknown>"),
+            (json!({"type": "fixed", "length": 16}), "fixed"),
+            (json!({"element": "int"}), "unknown"),
+        ];
+        for (t, want) in cases {
+            let loaded = one_field(t.clone()).unwrap();
+            assert_eq!(loaded.columns, [Column::new("f", want)], "{t}");
+        }
+        let Err(ProviderError::Protocol(message)) = one_field(json!(5)) else {
+            panic!("a number as a type was accepted");
+        };
+        assert!(
+            message.contains("expected a type name or a nested type object"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn nesting_is_read_to_its_bound_and_no_further() {
+        // Structs: the deepest level read is MAX_DEPTH; one more is an error.
+        let structs = |levels: usize| {
+            let mut t = json!("int");
+            for _ in 0..levels {
+                t = json!({"type": "struct", "fields": [{"id": 1, "name": "g", "type": t}]});
+            }
+            one_field(t)
+        };
+        let deepest = structs(MAX_DEPTH).unwrap();
+        let last = deepest.columns.last().unwrap();
+        assert_eq!(
+            (last.name.matches(".g").count(), last.data_type.as_str()),
+            (MAX_DEPTH, "int")
+        );
+        assert!(
+            matches!(structs(MAX_DEPTH + 1), Err(ProviderError::Protocol(m)) if m.contains("nested too deep"))
+        );
+        // Lists and maps: named down to the bound, `unknown` below it.
+        let lists = |levels: usize| {
+            let mut t = json!("int");
+            for _ in 0..levels {
+                t = json!({"type": "list", "element": t});
+            }
+            one_field(t).unwrap().columns[0].data_type.clone()
+        };
+        let named = |levels: usize, inner: &str| {
+            format!("{}{inner}{}", "list<".repeat(levels), ">".repeat(levels))
+        };
+        assert_eq!(lists(MAX_DEPTH), named(MAX_DEPTH, "int"));
+        assert_eq!(lists(MAX_DEPTH + 1), named(MAX_DEPTH + 1, "unknown"));
+    }
+
+    #[test]
+    fn a_token_answer_keeps_its_lifetime_only_as_a_whole_number_of_seconds() {
+        // (expires_in, kept)
+        let cases = [
+            (json!(60), Some(Duration::from_secs(60))),
+            (json!(-5), None),
+            (json!(1.5), None),
+            (json!(true), None),
+            (json!(null), None),
+            (json!("60"), None),
+            (json!({"seconds": 60}), None),
+        ];
+        for (expires_in, kept) in cases {
+            let body = json!({"access_token": "abc", "expires_in": expires_in});
+            let t = token(body.to_string().as_bytes()).unwrap();
+            assert_eq!(
+                (t.access_token.as_str(), t.expires_in),
+                ("abc", kept),
+                "{expires_in}"
+            );
+        }
+        let t = token(br#"{"access_token": "abc", "expires_in": 60}"#).unwrap();
+        assert_eq!(format!("{t:?}"), "Token { expires_in: Some(60s), .. }");
+        assert!(
+            token(br#"{"access_token": ""}"#).is_err(),
+            "an empty token is none"
+        );
+    }
+
+    #[test]
+    fn each_refusal_says_in_semops_words_what_to_do() {
+        let credentials = Credentials::new("", "");
+        // (status, the words)
+        let cases = [
+            (
+                401,
+                "loading t: the catalog refused the credentials of spec.connection.credentialsSecretRef (HTTP 401)",
+            ),
+            (
+                419,
+                "loading t: the catalog refused the credentials of spec.connection.credentialsSecretRef (HTTP 419)",
+            ),
+            (
+                403,
+                "loading t: the catalog's user may not read this; grant it read access to the namespaces (HTTP 403)",
+            ),
+            (
+                429,
+                "loading t: the catalog is overloaded or failing (HTTP 429)",
+            ),
+            (
+                502,
+                "loading t: the catalog is overloaded or failing (HTTP 502)",
+            ),
+            (
+                302,
+                "loading t: the catalog answered something semops does not expect (HTTP 302)",
+            ),
+        ];
+        for (status, words) in cases {
+            let e = classify(status, b"", "loading t", &credentials);
+            let text = match &e {
+                ProviderError::AuthFailed(t)
+                | ProviderError::PermissionDenied(t)
+                | ProviderError::ServerUnavailable(t)
+                | ProviderError::Protocol(t) => t.clone(),
+                other => panic!("{status}: {other:?}"),
+            };
+            assert_eq!(text, words, "{status}");
+        }
+        assert!(matches!(
+            classify(419, b"", "x", &credentials),
+            ProviderError::AuthFailed(_)
+        ));
+        // An error type is kept only when it is a short identifier.
+        for (kind, kept) in [
+            ("NoSuchTableException", true),
+            ("a.b$C_1", true),
+            ("9Lives", false),
+            ("", false),
+            ("has space", false),
+            (&"X".repeat(64), true),
+            (&"X".repeat(65), false),
+        ] {
+            let body = json!({"error": {"type": kind}}).to_string();
+            let text = classify(500, body.as_bytes(), "x", &credentials).to_string();
+            assert_eq!(
+                text.contains(&format!("(HTTP 500 {kind})")),
+                kept,
+                "{kind:?}: {text}"
+            );
+        }
+    }
 }

@@ -448,4 +448,35 @@ mod tests {
                 .contains("no response shape")
         );
     }
+
+    /// Null (-1) and empty (0) strings and arrays pass; any other negative length is named.
+    #[test]
+    fn null_and_empty_lengths_pass_and_other_negative_ones_are_named() {
+        let handshake = ApiKey::SaslHandshake as i16;
+        // Correlation id, error code, then the mechanism array: count, then each INT16 length.
+        let frame = |count: i32, lengths: &[i16]| {
+            let mut f = BytesMut::new();
+            f.put_i32(7);
+            f.put_i16(0);
+            f.put_i32(count);
+            for n in lengths {
+                f.put_i16(*n);
+            }
+            f
+        };
+        // (array count, string lengths, the error)
+        let cases: [(i32, &[i16], Option<&str>); 7] = [
+            (-1, &[], None),
+            (0, &[], None),
+            (1, &[0], None),
+            (2, &[-1, 0], None),
+            (-2, &[], Some("an array count of -2")),
+            (i32::MIN, &[], Some("an array count of -2147483648")),
+            (1, &[-2], Some("a string length of -2")),
+        ];
+        for (count, lengths, error) in cases {
+            let result = check(&frame(count, lengths), handshake, 1, false);
+            assert_eq!(result.err().as_deref(), error, "{count} {lengths:?}");
+        }
+    }
 }
