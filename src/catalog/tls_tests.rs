@@ -80,6 +80,22 @@ impl Server {
     }
 }
 
+/// Hands what `from` has to send to `to`, which processes it.
+fn deliver<A, B>(
+    from: &mut rustls::ConnectionCommon<A>,
+    to: &mut rustls::ConnectionCommon<B>,
+) -> Result<(), rustls::Error> {
+    let mut wire = Vec::new();
+    while from.wants_write() {
+        from.write_tls(&mut wire).unwrap();
+    }
+    let mut rd = &wire[..];
+    while !rd.is_empty() {
+        to.read_tls(&mut rd).unwrap();
+    }
+    to.process_new_packets().map(drop)
+}
+
 /// A full handshake in memory, as `name`; the first side's error ends it.
 fn handshake(
     client: rustls::ClientConfig,
@@ -90,24 +106,8 @@ fn handshake(
     let mut c = ClientConnection::new(Arc::new(client), name)?;
     let mut s = ServerConnection::new(server.config())?;
     for _ in 0..16 {
-        let mut wire = Vec::new();
-        while c.wants_write() {
-            c.write_tls(&mut wire).unwrap();
-        }
-        let mut rd = &wire[..];
-        while !rd.is_empty() {
-            s.read_tls(&mut rd).unwrap();
-        }
-        s.process_new_packets()?;
-        let mut wire = Vec::new();
-        while s.wants_write() {
-            s.write_tls(&mut wire).unwrap();
-        }
-        let mut rd = &wire[..];
-        while !rd.is_empty() {
-            c.read_tls(&mut rd).unwrap();
-        }
-        c.process_new_packets()?;
+        deliver(&mut c, &mut s)?;
+        deliver(&mut s, &mut c)?;
         if !c.is_handshaking() && !s.is_handshaking() && !c.wants_write() {
             return Ok(());
         }

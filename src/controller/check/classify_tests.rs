@@ -2,7 +2,7 @@ use std::collections::HashMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::classify;
+use super::{Classified, classify};
 use crate::catalog::observe::Observations;
 use crate::catalog::{ObjectType, Probe, ProbeTarget};
 use crate::crd::catalog::{CheckResult, RegistrationState, RegistrationStatus};
@@ -76,6 +76,28 @@ fn answers(cat: &Catalog, absent: &[&str]) -> Observations {
         by_id: HashMap::new(),
         columns: HashMap::new(),
     }
+}
+
+/// A round answered by `server-2` where `server-1` is recorded, under AutoRemove with room for
+/// five removals; `hr.c` invalid.
+fn on_another_server(
+    cat: &Catalog,
+    states: &[RegistrationStatus],
+    seen: &Result<Observations, (Reason, String)>,
+    verdict: &ServerVerdict,
+) -> Classified {
+    classify(
+        cat,
+        (states, &round_plan(&[3]), seen),
+        (
+            Some(verdict),
+            Some("server-2".into()),
+            Some("server-1".into()),
+        ),
+        PolicyMode::AutoRemove,
+        RemovalRule::immediate(5),
+        &at(9),
+    )
 }
 
 #[test]
@@ -184,18 +206,7 @@ fn another_server_where_names_go_missing_is_not_adopted_without_a_person() {
     let verdict = ServerVerdict::Changed {
         recorded: "server-1".into(),
     };
-    let c = classify(
-        &cat,
-        (&states, &round_plan(&[3]), &seen),
-        (
-            Some(&verdict),
-            Some("server-2".into()),
-            Some("server-1".into()),
-        ),
-        PolicyMode::AutoRemove,
-        RemovalRule::immediate(5),
-        &at(9),
-    );
+    let c = on_another_server(&cat, &states, &seen, &verdict);
     assert_eq!(c.states, states, "nothing recorded on the other server");
     assert!(c.outcome.is_none() && c.newly_invalid.is_empty());
     assert_eq!(c.result, CheckResult::CatalogChanged);
@@ -232,18 +243,7 @@ fn another_server_is_adopted_when_everything_is_there_or_a_person_accepted_it() 
     ];
     for (verdict, absent, want) in cases {
         let seen = Ok(answers(&cat, &absent));
-        let c = classify(
-            &cat,
-            (&states, &round_plan(&[3]), &seen),
-            (
-                Some(&verdict),
-                Some("server-2".into()),
-                Some("server-1".into()),
-            ),
-            PolicyMode::AutoRemove,
-            RemovalRule::immediate(5),
-            &at(9),
-        );
+        let c = on_another_server(&cat, &states, &seen, &verdict);
         assert_eq!(c.result, CheckResult::Completed, "{verdict:?}");
         assert_eq!([c.states[1].state, c.states[2].state], want, "{verdict:?}");
         assert_eq!(c.server.as_deref(), Some("server-2"), "{verdict:?}");
