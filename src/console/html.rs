@@ -947,6 +947,13 @@ mod tests {
         assert_eq!(enc("a b/ü"), "a%20b%2F%C3%BC");
     }
 
+    /// Asserts that a page's HTML holds each of `parts` verbatim.
+    fn shows(html: &str, parts: &[&str]) {
+        for part in parts {
+            assert!(html.contains(part), "{part}\n{html}");
+        }
+    }
+
     #[test]
     fn each_refusal_has_its_title_and_its_words() {
         // (status, title, what the body says)
@@ -1060,14 +1067,15 @@ mod tests {
         let p = models_page("n", &models, 0, 3);
         assert_eq!(p.title, "Models in n");
         let b = &p.body;
-        for row in [
-            "<tr><td><a href=\"/ns/n/models/wh/s/orders\">orders</a></td><td>wh</td><td>s</td><td><span class=\"ok\">Ready</span> Accepted</td><td>3</td><td>2</td><td>none</td></tr>",
-            "<tr><td><a href=\"/ns/n/models/wh/s/people\">people</a></td><td>wh</td><td>s</td><td><span class=\"warn\">Unknown</span> </td><td>1</td><td>0</td><td><span class=\"warn\">2 source(s)</span></td></tr>",
-            "<td><span class=\"bad\">answer 403</span></td><td></td><td></td><td></td></tr>",
-            "<p>3 model(s) you may read.</p><p>Catalogs: <a href=\"/ns/n/catalogs/lake\">lake</a>, <a href=\"/ns/n/catalogs/wh\">wh</a></p>",
-        ] {
-            assert!(b.contains(row), "{row}\n{b}");
-        }
+        shows(
+            b,
+            &[
+                "<tr><td><a href=\"/ns/n/models/wh/s/orders\">orders</a></td><td>wh</td><td>s</td><td><span class=\"ok\">Ready</span> Accepted</td><td>3</td><td>2</td><td>none</td></tr>",
+                "<tr><td><a href=\"/ns/n/models/wh/s/people\">people</a></td><td>wh</td><td>s</td><td><span class=\"warn\">Unknown</span> </td><td>1</td><td>0</td><td><span class=\"warn\">2 source(s)</span></td></tr>",
+                "<td><span class=\"bad\">answer 403</span></td><td></td><td></td><td></td></tr>",
+                "<p>3 model(s) you may read.</p><p>Catalogs: <a href=\"/ns/n/catalogs/lake\">lake</a>, <a href=\"/ns/n/catalogs/wh\">wh</a></p>",
+            ],
+        );
         assert!(!b.contains("Page "), "one page");
         assert!(
             models_page("n", &models, 0, 2 * PAGE_SIZE)
@@ -1107,18 +1115,19 @@ mod tests {
         let p = model_page("n", "wh", "s", &shop(), None);
         assert_eq!(p.title, "Model shop");
         let b = &p.body;
-        for part in [
-            "<span class=\"ok\">Ready</span> Accepted · revision 4 · catalog <code>wh</code>, schema <code>s</code> · <a href=\"/ns/n/lineage/model/wh/s/shop\">lineage picture</a>",
-            "<p>Sales &amp; returns</p>",
-            "<td>Ready</td><td>True</td><td>Accepted</td><td>ok</td>",
-            "<td>orders</td><td><a href=\"/ns/n/lineage/table/wh.s.orders\">wh.s.orders</a> <span class=\"muted\">(catalog <a href=\"/ns/n/catalogs/wh\">wh</a>)</span></td><td>VIEW <code>oid-orders</code></td><td>id, line</td><td><div><code>amount</code><div><span class=\"muted\">ANSI_SQL</span> <code>price * qty</code></div></div></td>",
-            "<td>people</td><td><a href=\"/ns/n/lineage/table/wh.s.people\">wh.s.people</a> <span class=\"muted\">(catalog <a href=\"/ns/n/catalogs/wh\">wh</a>)</span></td><td>TABLE <code>oid-people</code></td>",
-            "<td>buyer</td><td>orders (person_id)</td><td>people (id)</td>",
-            "<td>buyers<div class=\"warn\">Deprecated: use customers (renamed)</div></td><td><a href=\"/ns/n/metrics/m-buy\"><code>m-buy</code></a></td><td><div><span class=\"muted\">ANSI_SQL</span> <code>COUNT(DISTINCT person_id)</code></div></td><td></td>",
-            "<td>revenue</td><td><a href=\"/ns/n/metrics/m-rev\"><code>m-rev</code></a></td><td></td><td>Money in</td>",
-        ] {
-            assert!(b.contains(part), "{part}\n{b}");
-        }
+        shows(
+            b,
+            &[
+                "<span class=\"ok\">Ready</span> Accepted · revision 4 · catalog <code>wh</code>, schema <code>s</code> · <a href=\"/ns/n/lineage/model/wh/s/shop\">lineage picture</a>",
+                "<p>Sales &amp; returns</p>",
+                "<td>Ready</td><td>True</td><td>Accepted</td><td>ok</td>",
+                "<td>orders</td><td><a href=\"/ns/n/lineage/table/wh.s.orders\">wh.s.orders</a> <span class=\"muted\">(catalog <a href=\"/ns/n/catalogs/wh\">wh</a>)</span></td><td>VIEW <code>oid-orders</code></td><td>id, line</td><td><div><code>amount</code><div><span class=\"muted\">ANSI_SQL</span> <code>price * qty</code></div></div></td>",
+                "<td>people</td><td><a href=\"/ns/n/lineage/table/wh.s.people\">wh.s.people</a> <span class=\"muted\">(catalog <a href=\"/ns/n/catalogs/wh\">wh</a>)</span></td><td>TABLE <code>oid-people</code></td>",
+                "<td>buyer</td><td>orders (person_id)</td><td>people (id)</td>",
+                "<td>buyers<div class=\"warn\">Deprecated: use customers (renamed)</div></td><td><a href=\"/ns/n/metrics/m-buy\"><code>m-buy</code></a></td><td><div><span class=\"muted\">ANSI_SQL</span> <code>COUNT(DISTINCT person_id)</code></div></td><td></td>",
+                "<td>revenue</td><td><a href=\"/ns/n/metrics/m-rev\"><code>m-rev</code></a></td><td></td><td>Money in</td>",
+            ],
+        );
         assert!(!b.contains("Source drift") && !b.contains("Revision history"));
         let mut drifted = shop();
         drifted["sourceDrift"] =
@@ -1159,17 +1168,18 @@ mod tests {
         });
         let p = metric_page("n", &m);
         assert_eq!(p.title, "Metric revenue");
-        for part in [
-            "<p>Id <code>m-1</code> · <span class=\"ok\">CURRENT</span> · model <a href=\"/ns/n/models/wh/s/shop\">shop</a> (revision 2)</p>",
-            "<p>Formerly: sales, income</p>",
-            "<p>Minted when it was retired: <a href=\"/ns/n/metrics/m-2\">net</a></p>",
-            "<code>SUM(x)</code>",
-            "<p class=\"warn\">Deprecated: too broad</p><p>Use net instead.</p>",
-            "<td>1</td><td>sales</td><td></td><td>changed</td>",
-            "<td>2</td><td>revenue</td><td></td><td>same</td>",
-        ] {
-            assert!(p.body.contains(part), "{part}\n{}", p.body);
-        }
+        shows(
+            &p.body,
+            &[
+                "<p>Id <code>m-1</code> · <span class=\"ok\">CURRENT</span> · model <a href=\"/ns/n/models/wh/s/shop\">shop</a> (revision 2)</p>",
+                "<p>Formerly: sales, income</p>",
+                "<p>Minted when it was retired: <a href=\"/ns/n/metrics/m-2\">net</a></p>",
+                "<code>SUM(x)</code>",
+                "<p class=\"warn\">Deprecated: too broad</p><p>Use net instead.</p>",
+                "<td>1</td><td>sales</td><td></td><td>changed</td>",
+                "<td>2</td><td>revenue</td><td></td><td>same</td>",
+            ],
+        );
         let retired = json!({"id": "m-3", "name": "old", "state": "RETIRED", "retiredInRevision": 5, "model": {"namespace": ["n", "wh", "s"], "name": "shop"}});
         let b = metric_page("n", &retired).body;
         assert!(
@@ -1229,14 +1239,15 @@ mod tests {
         let stale = json!({"staleEntities": [{"kind": "Table", "schema": "s", "name": "b", "state": "Stale", "detectedAt": "t"}]});
         let p = catalog_page("wh", &registrations, Ok(&stale));
         assert_eq!(p.title, "Catalog wh");
-        for part in [
-            "<td>Table</td><td>s</td><td>a</td><td><span class=\"ok\">Live</span></td><td></td><td><code>7</code></td>",
-            "<td>Table</td><td>s</td><td>b</td><td><span class=\"bad\">Stale</span></td><td></td><td></td>",
-            "<td><span class=\"warn\">Renamed</span></td><td>s.d</td>",
-            "<td>Table</td><td>s</td><td>b</td><td>Stale</td><td></td><td>t</td>",
-        ] {
-            assert!(p.body.contains(part), "{part}\n{}", p.body);
-        }
+        shows(
+            &p.body,
+            &[
+                "<td>Table</td><td>s</td><td>a</td><td><span class=\"ok\">Live</span></td><td></td><td><code>7</code></td>",
+                "<td>Table</td><td>s</td><td>b</td><td><span class=\"bad\">Stale</span></td><td></td><td></td>",
+                "<td><span class=\"warn\">Renamed</span></td><td>s.d</td>",
+                "<td>Table</td><td>s</td><td>b</td><td>Stale</td><td></td><td>t</td>",
+            ],
+        );
         let refused = catalog_page("wh", &registrations, Err((403, &json!({"message": "no"}))));
         assert!(
             refused
