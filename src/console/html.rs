@@ -1133,10 +1133,12 @@ mod tests {
         drifted["sourceDrift"] =
             json!([{"dataset": "orders", "kind": "ColumnMissing", "column": "qty", "current": ""}]);
         let b = model_page("n", "wh", "s", &drifted, None).body;
-        assert!(
-            b.contains("<h2>Source drift</h2>")
-                && b.contains("<td>orders</td><td>ColumnMissing</td><td>qty</td><td></td>"),
-            "{b}"
+        shows(
+            &b,
+            &[
+                "<h2>Source drift</h2>",
+                "<td>orders</td><td>ColumnMissing</td><td>qty</td><td></td>",
+            ],
         );
     }
 
@@ -1222,10 +1224,12 @@ mod tests {
             Some(&json!({"breaks": false})),
         )
         .body;
-        assert!(
-            fine.contains("<p class=\"ok\">Nothing would break.</p>")
-                && fine.contains("No what would break."),
-            "{fine}"
+        shows(
+            &fine,
+            &[
+                "<p class=\"ok\">Nothing would break.</p>",
+                "No what would break.",
+            ],
         );
     }
 
