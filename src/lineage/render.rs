@@ -315,6 +315,104 @@ mod tests {
         assert_eq!(order, ["a", "b", "s2", "s1", "lonely"]);
     }
 
+    /// A source bound to several datasets sits at their mean row, not at their sum or product.
+    #[test]
+    fn a_source_bound_to_several_datasets_sits_at_their_mean_row() {
+        let g = serde_json::json!({
+            "nodes": [
+                {"id": "late", "kind": "SOURCE", "name": "late"},
+                {"id": "wide", "kind": "SOURCE", "name": "wide"},
+                {"id": "a", "kind": "DATASET", "name": "a"},
+                {"id": "b", "kind": "DATASET", "name": "b"},
+                {"id": "c", "kind": "DATASET", "name": "c"},
+                {"id": "d", "kind": "DATASET", "name": "d"}
+            ],
+            "edges": [
+                {"kind": "BINDS", "source": "a", "target": "wide"},
+                {"kind": "BINDS", "source": "d", "target": "wide"},
+                {"kind": "BINDS", "source": "c", "target": "late"}
+            ]
+        });
+        // wide: rows 0 and 3, mean 1.5; late: row 2.
+        let order: Vec<String> = in_drawing_order(items(&g, "nodes"), &items(&g, "edges"))
+            .iter()
+            .map(|n| text(n, "id"))
+            .collect();
+        assert_eq!(order, ["a", "b", "c", "d", "wide", "late"]);
+    }
+
+    /// Every box and curve where the layout's constants put it, worked out by hand: a box at
+    /// x = 20 + 300 × column, y = 40 + 28 × row, 240 × 22, corners by kind; a curve leaves the
+    /// right side of a box (the left side when it goes back a column) at half its height and
+    /// bends halfway between the two boxes, or 40 to the right of a column it stays in.
+    #[test]
+    fn boxes_and_curves_are_drawn_where_the_layout_puts_them() {
+        let g = serde_json::json!({
+            "nodes": [
+                {"id": "o", "kind": "MODEL", "name": "orders"},
+                {"id": "m0", "kind": "METRIC", "name": "revenue"},
+                {"id": "m1", "kind": "METRIC", "name": "x".repeat(LABEL_CHARS)},
+                {"id": "e", "kind": "DATASET", "name": "y".repeat(LABEL_CHARS + 1)},
+                {"id": "f", "kind": "DATASET", "name": "f"},
+                {"id": "s", "kind": "SOURCE", "name": "hr.public.emp"}
+            ],
+            "edges": [
+                {"kind": "CONTAINS", "source": "o", "target": "m1"},
+                {"kind": "RELATES", "source": "e", "target": "f"},
+                {"kind": "BINDS", "source": "s", "target": "f"}
+            ]
+        });
+        let s = svg(&g);
+        let drawn = |id: &str| {
+            s.lines()
+                .find(|l| l.contains(&format!("data-id=\"{id}\"")))
+                .unwrap_or_else(|| panic!("{id} is not drawn: {s}"))
+                .to_string()
+        };
+        let x34 = "x".repeat(LABEL_CHARS);
+        let y33 = "y".repeat(LABEL_CHARS - 1);
+        let y35 = "y".repeat(LABEL_CHARS + 1);
+        let cut = format!("{y33}…");
+        for (id, kind, x, y, rx, title, label) in [
+            ("o", "MODEL", 20, 40, 2, "orders", "orders"),
+            ("m0", "METRIC", 320, 40, 11, "revenue", "revenue"),
+            ("m1", "METRIC", 320, 68, 11, x34.as_str(), x34.as_str()),
+            ("e", "DATASET", 620, 40, 2, y35.as_str(), cut.as_str()),
+            ("f", "DATASET", 620, 68, 2, "f", "f"),
+            ("s", "SOURCE", 920, 40, 6, "hr.public.emp", "hr.public.emp"),
+        ] {
+            assert_eq!(
+                drawn(id),
+                format!(
+                    "<g class=\"node {k}\" data-kind=\"{kind}\" data-id=\"{id}\"><title>{kind} {title}</title><rect x=\"{x}\" y=\"{y}\" width=\"240\" height=\"22\" rx=\"{rx}\"/><text x=\"{tx}\" y=\"{ty}\">{label}</text></g>",
+                    k = kind.to_lowercase(),
+                    tx = x + 8,
+                    ty = y + 15,
+                )
+            );
+        }
+        let curves: Vec<&str> = s
+            .lines()
+            .filter(|l| l.starts_with("<path"))
+            .map(|l| l.split(" d=\"").nth(1).unwrap().split('"').next().unwrap())
+            .collect();
+        assert_eq!(
+            curves,
+            [
+                // model (column 0, row 0) to the second metric (column 1, row 1)
+                "M260,51 C290,51 290,79 320,79",
+                // dataset to dataset, both in column 2: out of and back into the right sides
+                "M860,51 C900,51 900,79 860,79",
+                // source (column 3) back to a dataset (column 2): left side to right side
+                "M920,51 C890,51 890,79 860,79",
+            ]
+        );
+        assert!(
+            s.contains("width=\"1240\" height=\"116\" viewBox=\"0 0 1240 116\""),
+            "four columns, two rows: {s}"
+        );
+    }
+
     #[test]
     fn the_svg_draws_every_node_and_edge_and_escapes_names() {
         let g = serde_json::json!({
