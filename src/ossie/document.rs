@@ -445,6 +445,122 @@ mod tests {
     }
 
     #[test]
+    fn shapes_and_targets_are_named_as_the_flags_write_them() {
+        for shape in [Shape::Wrapped, Shape::Root] {
+            assert_eq!(Shape::parse(shape.as_str()), Some(shape));
+        }
+        assert_eq!(Shape::parse("flat"), None);
+        for (flag, want) in [
+            ("0.2", Some(Target::V0_2)),
+            ("0.2.0.dev0", Some(Target::V0_2)),
+            ("0.1.1", Some(Target::V0_1_1)),
+            ("0.1.0", Some(Target::V0_1_0)),
+            ("0.1", None),
+        ] {
+            assert_eq!(Target::parse(flag), want, "{flag}");
+        }
+        assert_eq!(
+            Target::V0_2.with_shape(Shape::Wrapped),
+            Target {
+                version: "0.2.0.dev0",
+                shape: Shape::Wrapped
+            }
+        );
+        assert_eq!(
+            Target::of("0.1.0", Shape::Root),
+            Some(Target {
+                version: "0.1.0",
+                shape: Shape::Root
+            })
+        );
+        assert_eq!(Target::of("0.3.0", Shape::Root), None);
+    }
+
+    /// The markers of other formats refuse a document only together; alone they are a model's
+    /// own keys. A root model needs only its name.
+    #[test]
+    fn other_formats_are_told_by_their_markers_together() {
+        assert_eq!(
+            read(&json!({"semantic_models": [], "saved_queries": []})),
+            Err(Refused::DbtSemanticManifest)
+        );
+        let doc = read(&json!({"version": "0.2.0.dev0", "name": "m", "saved_queries": []}))
+            .expect("a model with a key named like dbt's");
+        assert_eq!(doc.models[0]["saved_queries"], json!([]));
+        let doc = read(&json!({"version": "0.2.0.dev0", "name": "m"})).unwrap();
+        assert_eq!((doc.shape, doc.models.len()), (Shape::Root, 1));
+        assert_eq!(doc.models[0], *json!({"name": "m"}).as_object().unwrap());
+        assert_eq!(
+            read(&json!({})),
+            Err(Refused::NotOssie {
+                keys: "none".into()
+            })
+        );
+        let wrapped =
+            read(&json!({"version": "0.1.1", "semantic_model": [{"name": "a"}, 7]})).unwrap();
+        assert_eq!(
+            wrapped.models,
+            [
+                json!({"name": "a"}).as_object().cloned().unwrap(),
+                Map::new()
+            ],
+            "an item that is not a mapping is typed later, with its path"
+        );
+    }
+
+    /// In one wrapped document the models share the document's keys: agreeing ones are written
+    /// once, and a disagreement keeps the first and names the model that differs.
+    #[test]
+    fn models_written_together_share_the_document_keys() {
+        let pair = |name: &str, dialects: Value| {
+            (
+                json!({"name": name}).as_object().cloned().unwrap(),
+                json!({"dialects": dialects}).as_object().cloned().unwrap(),
+            )
+        };
+        let (docs, warnings) = write(
+            &[
+                pair("a", json!(["ANSI_SQL"])),
+                pair("b", json!(["ANSI_SQL"])),
+            ],
+            "0.1.1",
+            Shape::Wrapped,
+        );
+        assert_eq!(docs[0]["dialects"], json!(["ANSI_SQL"]));
+        assert_eq!(docs[0]["semantic_model"][1]["name"], "b");
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let (docs, warnings) = write(
+            &[
+                pair("a", json!(["ANSI_SQL"])),
+                pair("b", json!(["SNOWFLAKE"])),
+            ],
+            "0.1.1",
+            Shape::Wrapped,
+        );
+        assert_eq!(docs[0]["dialects"], json!(["ANSI_SQL"]));
+        assert_eq!(
+            warnings,
+            ["model b: the document's `dialects` differs from another model's; the first is kept"]
+        );
+    }
+
+    /// `version`, `name`, `description` and `source` come first in every mapping, at any depth;
+    /// every other key is written once.
+    #[test]
+    fn ordered_output_puts_the_reading_keys_first_at_every_depth() {
+        let doc = json!({"z": 1, "source": "s", "description": "d", "name": "n", "version": "v",
+            "items": [{"a": 1, "name": "i"}]});
+        let text = serde_json::to_string(&Ordered(&doc)).unwrap();
+        assert!(
+            text.starts_with(r#"{"version":"v","name":"n","description":"d","source":"s","#),
+            "{text}"
+        );
+        assert!(text.contains(r#""items":[{"name":"i","a":1}]"#), "{text}");
+        assert_eq!(text.matches(r#""z":1"#).count(), 1, "{text}");
+        assert_eq!(text.matches(r#""name""#).count(), 2, "{text}");
+    }
+
+    #[test]
     fn writing_names_what_the_target_cannot_hold() {
         let model = json!({"name": "m", "datasets": [{"name": "d", "fields": [
             {"name": "f", "datatype": "Integer"}]}], "metrics": [{"name": "n", "datatype": "Decimal"}]});

@@ -1027,6 +1027,265 @@ mod tests {
         }
     }
 
+    /// What a typed model dropped or wrote in another form, recorded at the deepest place that
+    /// differs: into mappings, and into lists of the same length item by item.
+    #[test]
+    fn diff_records_the_deepest_place_that_differs() {
+        use serde_json::json;
+        let cases = [
+            (
+                json!({"a": {"b": 1, "gone": true}}),
+                json!({"a": {"b": 1}}),
+                vec![Kept {
+                    path: vec![Step::Key("a".into()), Step::Key("gone".into())],
+                    value: json!(true),
+                    was: None,
+                }],
+            ),
+            (
+                json!({"l": [{"name": "x", "v": 1}, {"name": "y", "v": 2}]}),
+                json!({"l": [{"name": "x", "v": 1}, {"name": "y", "v": 3}]}),
+                vec![Kept {
+                    path: vec![
+                        Step::Key("l".into()),
+                        Step::Item {
+                            index: 1,
+                            name: Some("y".into()),
+                        },
+                        Step::Key("v".into()),
+                    ],
+                    value: json!(2),
+                    was: Some(json!(3)),
+                }],
+            ),
+            (
+                json!({"l": [1, 2]}),
+                json!({"l": [1]}),
+                vec![Kept {
+                    path: vec![Step::Key("l".into())],
+                    value: json!([1, 2]),
+                    was: Some(json!([1])),
+                }],
+            ),
+            (
+                json!({"same": [1, {"k": "v"}]}),
+                json!({"same": [1, {"k": "v"}]}),
+                vec![],
+            ),
+        ];
+        for (input, output, want) in cases {
+            let mut kept = Vec::new();
+            diff(&input, &output, &mut Vec::new(), &mut kept);
+            assert_eq!(kept, want, "{input} -> {output}");
+        }
+    }
+
+    /// Kept values go back where they were unless the definition changed there since; a list
+    /// item is found by its name before its index; what cannot go back is named by its path.
+    #[test]
+    fn restore_puts_back_what_is_unchanged_and_names_the_rest() {
+        use serde_json::json;
+        let key = |k: &str| Step::Key(k.into());
+        let item = |index: usize, name: Option<&str>| Step::Item {
+            index,
+            name: name.map(str::to_string),
+        };
+        let kept = |path: Vec<Step>, value: Value, was: Option<Value>| Kept { path, value, was };
+        let mut model = json!({
+            "a": {"b": 2},
+            "l": [1, 5],
+            "ds": [{"name": "x", "v": 1}, {"name": "y", "v": 2}]
+        });
+        let lost = restore(
+            &mut model,
+            &[
+                kept(vec![], json!("nowhere"), None),
+                kept(vec![key("a"), key("new")], json!(9), None),
+                kept(vec![key("a"), key("b")], json!("two"), Some(json!(2))),
+                kept(vec![key("a"), key("b")], json!("three"), Some(json!(3))),
+                kept(vec![key("a"), key("a")], json!(1), Some(json!(1))),
+                kept(vec![key("l"), item(1, None)], json!("five"), Some(json!(5))),
+                kept(vec![key("l"), item(0, None)], json!("four"), Some(json!(4))),
+                kept(vec![key("l"), item(7, None)], json!("far"), Some(json!(0))),
+                kept(
+                    vec![key("ds"), item(0, Some("y")), key("v")],
+                    json!("y2"),
+                    Some(json!(2)),
+                ),
+                kept(
+                    vec![key("ds"), item(0, Some("z")), key("v")],
+                    json!("z"),
+                    None,
+                ),
+                kept(vec![key("gone"), key("z")], json!(0), None),
+                kept(vec![key("a"), key("b"), key("deeper")], json!(0), None),
+            ],
+        );
+        assert_eq!(
+            model,
+            json!({
+                "a": {"b": "two", "new": 9},
+                "l": [1, "five"],
+                "ds": [{"name": "x", "v": 1}, {"name": "y", "v": "y2"}]
+            })
+        );
+        assert_eq!(
+            lost,
+            [
+                "a.b",
+                "a.a",
+                "l[0]",
+                "l[7]",
+                "ds[0].v",
+                "gone.z",
+                "a.b.deeper"
+            ]
+        );
+    }
+
+    /// A SEMOPS extension holding anything besides semops's own keys is not semops's: it stays.
+    #[test]
+    fn a_semops_extension_with_other_data_stays_an_extension() {
+        let doc = serde_json::json!({"version": OSSIE_VERSION, "name": "m",
+            "datasets": [{"name": "d", "source": "a.b.c"}],
+            "metrics": [{"name": "n",
+                "expression": {"dialects": [{"dialect": "ANSI_SQL", "expression": "COUNT(*)"}]},
+                "custom_extensions": [{"vendor_name": "SEMOPS", "data": "{\"deprecated\": {\"reason\": \"r\"}, \"owner\": \"x\"}"}]}]
+        });
+        let models = import(&doc, &target()).unwrap();
+        let metric =
+            serde_json::to_value(&models[0].spec.definition.metrics.as_ref().unwrap()[0]).unwrap();
+        assert!(metric.get("deprecated").is_none(), "{metric}");
+        assert_eq!(metric["customExtensions"][0]["vendorName"], "SEMOPS");
+        assert_eq!(
+            normalize(&export(&models, None).unwrap().documents[0]),
+            normalize(&doc)
+        );
+    }
+
+    #[test]
+    fn an_empty_model_name_is_refused_as_missing() {
+        let doc = serde_json::json!({"version": OSSIE_VERSION, "name": "", "datasets": []});
+        assert_eq!(
+            import(&doc, &target()).unwrap_err().to_string(),
+            "(): name: is required"
+        );
+    }
+
+    /// Only a document with a model list, or a version and datasets, is checked as Ossie.
+    #[test]
+    fn what_validate_checks_as_an_ossie_document() {
+        use serde_json::json;
+        for (doc, want) in [
+            (json!({"semantic_model": []}), true),
+            (json!({"version": "0.2.0.dev0", "datasets": []}), true),
+            (json!({"version": "0.2.0.dev0", "name": "m"}), false),
+            (json!({"datasets": []}), false),
+            (json!({"kind": "SemanticModel"}), false),
+        ] {
+            assert_eq!(looks_like_ossie(&doc), want, "{doc}");
+        }
+    }
+
+    /// `semops validate` on an Ossie document: each problem with the model it is in and a JSON
+    /// path into the document as written (the item of a wrapped list, or the root).
+    #[test]
+    fn checking_a_document_names_json_paths_as_written() {
+        use serde_json::json;
+        let dataset = json!([{"name": "d", "source": "t", "primary_key": ["id"]}]);
+        let problem = |object: &str, path: &str, message: &str, reason: &str| OssieProblem {
+            object: object.into(),
+            path: path.into(),
+            message: message.into(),
+            reason: reason.into(),
+        };
+        let empty = crate::model::validate::Reason::EmptyList
+            .condition_reason()
+            .to_string();
+        let no_dataset = "a model needs at least one dataset";
+        assert_eq!(
+            check(&json!({"version": "0.1.1", "semantic_model": [
+                {"name": "a", "datasets": dataset},
+                {"name": "b", "datasets": []}
+            ]})),
+            (
+                2,
+                vec![problem(
+                    "model b",
+                    "$.semantic_model[1].datasets",
+                    no_dataset,
+                    empty.as_str()
+                )]
+            )
+        );
+        assert_eq!(
+            check(&json!({"version": OSSIE_VERSION, "name": "b", "datasets": []})),
+            (
+                1,
+                vec![problem("model b", "$.datasets", no_dataset, empty.as_str())]
+            )
+        );
+        assert_eq!(
+            check(&json!({"version": OSSIE_VERSION, "name": "a", "datasets": dataset})),
+            (1, vec![])
+        );
+        assert_eq!(
+            check(&json!({"version": OSSIE_VERSION, "name": "c",
+                "datasets": [{"name": "d", "source": "t", "primary_key": []}]})),
+            (
+                1,
+                vec![problem(
+                    "model c",
+                    "$.datasets[0].primary_key",
+                    "must list at least one column",
+                    empty.as_str()
+                )]
+            ),
+            "the path is written in the document's own snake_case"
+        );
+        assert_eq!(
+            check(
+                &json!({"version": "0.1.1", "semantic_model": [{"name": "a", "datasets": dataset}, {"datasets": []}]})
+            ),
+            (
+                0,
+                vec![problem(
+                    "model <unnamed>",
+                    "$.semantic_model[1].name",
+                    "is required",
+                    "SchemaMismatch"
+                )]
+            )
+        );
+        assert_eq!(
+            check(&json!({"version": OSSIE_VERSION, "name": 7, "datasets": []})),
+            (
+                0,
+                vec![problem(
+                    "model <unnamed>",
+                    "$.name",
+                    "must be a string, found 7",
+                    "SchemaMismatch"
+                )]
+            )
+        );
+        let (count, problems) = check(&json!({"version": "0.9.0", "name": "m", "datasets": []}));
+        assert_eq!(count, 0);
+        assert_eq!(
+            problems,
+            vec![problem(
+                "document",
+                "$",
+                Refused::UnknownVersion {
+                    found: "0.9.0".into()
+                }
+                .to_string()
+                .as_str(),
+                "NotOssie"
+            )]
+        );
+    }
+
     #[test]
     fn object_names_are_dns_labels() {
         for (input, want) in [
