@@ -292,53 +292,46 @@ mod tests {
         assert!(s.contains(&format!("height=\"{}\"", 60 + 250 * ROW_HEIGHT)));
     }
 
-    /// Sources follow the datasets bound to them: no binding edges cross here.
+    /// Sources follow the datasets bound to them, at the mean row of those datasets (not their
+    /// sum or product), so binding edges cross as little as they can; a source nothing binds
+    /// comes last.
     #[test]
-    fn sources_are_ordered_after_the_datasets_that_bind_them() {
-        let g = serde_json::json!({
-            "nodes": [
-                {"id": "s1", "kind": "SOURCE", "name": "one"},
-                {"id": "s2", "kind": "SOURCE", "name": "two"},
-                {"id": "lonely", "kind": "SOURCE", "name": "lonely"},
-                {"id": "a", "kind": "DATASET", "name": "a"},
-                {"id": "b", "kind": "DATASET", "name": "b"}
-            ],
-            "edges": [
-                {"kind": "BINDS", "source": "a", "target": "s2"},
-                {"kind": "BINDS", "source": "b", "target": "s1"}
-            ]
-        });
-        let order: Vec<String> = in_drawing_order(items(&g, "nodes"), &items(&g, "edges"))
-            .iter()
-            .map(|n| text(n, "id"))
-            .collect();
-        assert_eq!(order, ["a", "b", "s2", "s1", "lonely"]);
-    }
-
-    /// A source bound to several datasets sits at their mean row, not at their sum or product.
-    #[test]
-    fn a_source_bound_to_several_datasets_sits_at_their_mean_row() {
-        let g = serde_json::json!({
-            "nodes": [
-                {"id": "late", "kind": "SOURCE", "name": "late"},
-                {"id": "wide", "kind": "SOURCE", "name": "wide"},
-                {"id": "a", "kind": "DATASET", "name": "a"},
-                {"id": "b", "kind": "DATASET", "name": "b"},
-                {"id": "c", "kind": "DATASET", "name": "c"},
-                {"id": "d", "kind": "DATASET", "name": "d"}
-            ],
-            "edges": [
-                {"kind": "BINDS", "source": "a", "target": "wide"},
-                {"kind": "BINDS", "source": "d", "target": "wide"},
-                {"kind": "BINDS", "source": "c", "target": "late"}
-            ]
-        });
-        // wide: rows 0 and 3, mean 1.5; late: row 2.
-        let order: Vec<String> = in_drawing_order(items(&g, "nodes"), &items(&g, "edges"))
-            .iter()
-            .map(|n| text(n, "id"))
-            .collect();
-        assert_eq!(order, ["a", "b", "c", "d", "wide", "late"]);
+    fn sources_are_ordered_by_the_mean_row_of_the_datasets_that_bind_them() {
+        let node = |id: &str, kind: &str| serde_json::json!({"id": id, "kind": kind, "name": id});
+        let binds = |dataset: &str, source: &str| serde_json::json!({"kind": "BINDS", "source": dataset, "target": source});
+        let cases = [
+            (
+                vec![
+                    node("s1", "SOURCE"),
+                    node("s2", "SOURCE"),
+                    node("lonely", "SOURCE"),
+                    node("a", "DATASET"),
+                    node("b", "DATASET"),
+                ],
+                vec![binds("a", "s2"), binds("b", "s1")],
+                vec!["a", "b", "s2", "s1", "lonely"],
+            ),
+            // wide: rows 0 and 3, mean 1.5 (sum 3, product 6); late: row 2.
+            (
+                vec![
+                    node("late", "SOURCE"),
+                    node("wide", "SOURCE"),
+                    node("a", "DATASET"),
+                    node("b", "DATASET"),
+                    node("c", "DATASET"),
+                    node("d", "DATASET"),
+                ],
+                vec![binds("a", "wide"), binds("d", "wide"), binds("c", "late")],
+                vec!["a", "b", "c", "d", "wide", "late"],
+            ),
+        ];
+        for (nodes, edges, want) in cases {
+            let order: Vec<String> = in_drawing_order(nodes, &edges)
+                .iter()
+                .map(|n| text(n, "id"))
+                .collect();
+            assert_eq!(order, want);
+        }
     }
 
     /// Every box and curve where the layout's constants put it, worked out by hand: a box at

@@ -518,30 +518,18 @@ mod tests {
                 json!({"dialects": dialects}).as_object().cloned().unwrap(),
             )
         };
-        let (docs, warnings) = write(
-            &[
-                pair("a", json!(["ANSI_SQL"])),
-                pair("b", json!(["ANSI_SQL"])),
-            ],
-            "0.1.1",
-            Shape::Wrapped,
-        );
-        assert_eq!(docs[0]["dialects"], json!(["ANSI_SQL"]));
-        assert_eq!(docs[0]["semantic_model"][1]["name"], "b");
-        assert!(warnings.is_empty(), "{warnings:?}");
-        let (docs, warnings) = write(
-            &[
-                pair("a", json!(["ANSI_SQL"])),
-                pair("b", json!(["SNOWFLAKE"])),
-            ],
-            "0.1.1",
-            Shape::Wrapped,
-        );
-        assert_eq!(docs[0]["dialects"], json!(["ANSI_SQL"]));
-        assert_eq!(
-            warnings,
-            ["model b: the document's `dialects` differs from another model's; the first is kept"]
-        );
+        let differs =
+            "model b: the document's `dialects` differs from another model's; the first is kept";
+        for (second, want) in [("ANSI_SQL", vec![]), ("SNOWFLAKE", vec![differs])] {
+            let (docs, warnings) = write(
+                &[pair("a", json!(["ANSI_SQL"])), pair("b", json!([second]))],
+                "0.1.1",
+                Shape::Wrapped,
+            );
+            assert_eq!(docs[0]["dialects"], json!(["ANSI_SQL"]), "{second}");
+            assert_eq!(docs[0]["semantic_model"][1]["name"], "b");
+            assert_eq!(warnings, want);
+        }
     }
 
     /// `version`, `name`, `description` and `source` come first in every mapping, at any depth;
