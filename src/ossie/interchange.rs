@@ -660,6 +660,7 @@ pub fn check(doc: &Value) -> (usize, Vec<OssieProblem>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn target() -> ImportTarget {
         ImportTarget {
@@ -1027,45 +1028,42 @@ mod tests {
         }
     }
 
+    fn key(k: &str) -> Step {
+        Step::Key(k.into())
+    }
+    fn item(index: usize, name: Option<&str>) -> Step {
+        Step::Item {
+            index,
+            name: name.map(str::to_string),
+        }
+    }
+    fn kept(path: Vec<Step>, value: Value, was: Option<Value>) -> Kept {
+        Kept { path, value, was }
+    }
+
     /// What a typed model dropped or wrote in another form, recorded at the deepest place that
     /// differs: into mappings, and into lists of the same length item by item.
     #[test]
     fn diff_records_the_deepest_place_that_differs() {
-        use serde_json::json;
         let cases = [
             (
                 json!({"a": {"b": 1, "gone": true}}),
                 json!({"a": {"b": 1}}),
-                vec![Kept {
-                    path: vec![Step::Key("a".into()), Step::Key("gone".into())],
-                    value: json!(true),
-                    was: None,
-                }],
+                vec![kept(vec![key("a"), key("gone")], json!(true), None)],
             ),
             (
                 json!({"l": [{"name": "x", "v": 1}, {"name": "y", "v": 2}]}),
                 json!({"l": [{"name": "x", "v": 1}, {"name": "y", "v": 3}]}),
-                vec![Kept {
-                    path: vec![
-                        Step::Key("l".into()),
-                        Step::Item {
-                            index: 1,
-                            name: Some("y".into()),
-                        },
-                        Step::Key("v".into()),
-                    ],
-                    value: json!(2),
-                    was: Some(json!(3)),
-                }],
+                vec![kept(
+                    vec![key("l"), item(1, Some("y")), key("v")],
+                    json!(2),
+                    Some(json!(3)),
+                )],
             ),
             (
                 json!({"l": [1, 2]}),
                 json!({"l": [1]}),
-                vec![Kept {
-                    path: vec![Step::Key("l".into())],
-                    value: json!([1, 2]),
-                    was: Some(json!([1])),
-                }],
+                vec![kept(vec![key("l")], json!([1, 2]), Some(json!([1])))],
             ),
             (
                 json!({"same": [1, {"k": "v"}]}),
@@ -1074,9 +1072,9 @@ mod tests {
             ),
         ];
         for (input, output, want) in cases {
-            let mut kept = Vec::new();
-            diff(&input, &output, &mut Vec::new(), &mut kept);
-            assert_eq!(kept, want, "{input} -> {output}");
+            let mut found = Vec::new();
+            diff(&input, &output, &mut Vec::new(), &mut found);
+            assert_eq!(found, want, "{input} -> {output}");
         }
     }
 
@@ -1084,13 +1082,6 @@ mod tests {
     /// item is found by its name before its index; what cannot go back is named by its path.
     #[test]
     fn restore_puts_back_what_is_unchanged_and_names_the_rest() {
-        use serde_json::json;
-        let key = |k: &str| Step::Key(k.into());
-        let item = |index: usize, name: Option<&str>| Step::Item {
-            index,
-            name: name.map(str::to_string),
-        };
-        let kept = |path: Vec<Step>, value: Value, was: Option<Value>| Kept { path, value, was };
         let mut model = json!({
             "a": {"b": 2},
             "l": [1, 5],
@@ -1175,7 +1166,6 @@ mod tests {
     /// Only a document with a model list, or a version and datasets, is checked as Ossie.
     #[test]
     fn what_validate_checks_as_an_ossie_document() {
-        use serde_json::json;
         for (doc, want) in [
             (json!({"semantic_model": []}), true),
             (json!({"version": "0.2.0.dev0", "datasets": []}), true),
@@ -1191,7 +1181,6 @@ mod tests {
     /// path into the document as written (the item of a wrapped list, or the root).
     #[test]
     fn checking_a_document_names_json_paths_as_written() {
-        use serde_json::json;
         let dataset = json!([{"name": "d", "source": "t", "primary_key": ["id"]}]);
         let problem = |object: &str, path: &str, message: &str, reason: &str| OssieProblem {
             object: object.into(),
@@ -1203,72 +1192,66 @@ mod tests {
             .condition_reason()
             .to_string();
         let no_dataset = "a model needs at least one dataset";
-        assert_eq!(
-            check(&json!({"version": "0.1.1", "semantic_model": [
-                {"name": "a", "datasets": dataset},
-                {"name": "b", "datasets": []}
-            ]})),
+        let cases = [
             (
+                json!({"version": "0.1.1", "semantic_model": [
+                    {"name": "a", "datasets": dataset},
+                    {"name": "b", "datasets": []}
+                ]}),
                 2,
                 vec![problem(
                     "model b",
                     "$.semantic_model[1].datasets",
                     no_dataset,
-                    empty.as_str()
-                )]
-            )
-        );
-        assert_eq!(
-            check(&json!({"version": OSSIE_VERSION, "name": "b", "datasets": []})),
+                    empty.as_str(),
+                )],
+            ),
             (
+                json!({"version": OSSIE_VERSION, "name": "b", "datasets": []}),
                 1,
-                vec![problem("model b", "$.datasets", no_dataset, empty.as_str())]
-            )
-        );
-        assert_eq!(
-            check(&json!({"version": OSSIE_VERSION, "name": "a", "datasets": dataset})),
-            (1, vec![])
-        );
-        assert_eq!(
-            check(&json!({"version": OSSIE_VERSION, "name": "c",
-                "datasets": [{"name": "d", "source": "t", "primary_key": []}]})),
+                vec![problem("model b", "$.datasets", no_dataset, empty.as_str())],
+            ),
             (
+                json!({"version": OSSIE_VERSION, "name": "a", "datasets": dataset}),
+                1,
+                vec![],
+            ),
+            // The path is written in the document's own snake_case.
+            (
+                json!({"version": OSSIE_VERSION, "name": "c",
+                    "datasets": [{"name": "d", "source": "t", "primary_key": []}]}),
                 1,
                 vec![problem(
                     "model c",
                     "$.datasets[0].primary_key",
                     "must list at least one column",
-                    empty.as_str()
-                )]
-            ),
-            "the path is written in the document's own snake_case"
-        );
-        assert_eq!(
-            check(
-                &json!({"version": "0.1.1", "semantic_model": [{"name": "a", "datasets": dataset}, {"datasets": []}]})
+                    empty.as_str(),
+                )],
             ),
             (
+                json!({"version": "0.1.1", "semantic_model": [{"name": "a", "datasets": dataset}, {"datasets": []}]}),
                 0,
                 vec![problem(
                     "model <unnamed>",
                     "$.semantic_model[1].name",
                     "is required",
-                    "SchemaMismatch"
-                )]
-            )
-        );
-        assert_eq!(
-            check(&json!({"version": OSSIE_VERSION, "name": 7, "datasets": []})),
+                    "SchemaMismatch",
+                )],
+            ),
             (
+                json!({"version": OSSIE_VERSION, "name": 7, "datasets": []}),
                 0,
                 vec![problem(
                     "model <unnamed>",
                     "$.name",
                     "must be a string, found 7",
-                    "SchemaMismatch"
-                )]
-            )
-        );
+                    "SchemaMismatch",
+                )],
+            ),
+        ];
+        for (doc, count, problems) in cases {
+            assert_eq!(check(&doc), (count, problems), "{doc}");
+        }
         let (count, problems) = check(&json!({"version": "0.9.0", "name": "m", "datasets": []}));
         assert_eq!(count, 0);
         assert_eq!(
